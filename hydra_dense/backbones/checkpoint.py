@@ -1,0 +1,176 @@
+"""Load timm-format ViT state dicts (timm, DeiT, MAE, DINOv2) into hydra_dense backbones.
+
+The checkpoint's position embeddings are resampled to the model's grid, its patch-embedding
+kernel to the model's patch size, and keys that only a classifier has (heads, distillation
+token, MAE decoder) are dropped and reported. Any attention plan loads the same weights.
+"""
+from __future__ import annotations
+
+import logging
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Mapping, Union
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from timm.layers import resample_abs_pos_embed, resample_patch_embed
+
+log = logging.getLogger(__name__)
+
+__all__ = ["read_state_dict", "adapt_vit_state_dict", "load_pretrained", "LoadReport", "CheckpointError"]
+
+# Keys a backbone never needs: classifier heads, DeiT distillation, MAE decoder, DINO masks.
+_DROP_PREFIXES = ("head.", "head_dist.", "dist_token", "mask_token", "decoder", "fc_norm.", "attn_pool.",
+                  "pre_logits.")
+_WRAPPERS = ("state_dict", "model", "module", "model_ema", "teacher", "student")
+_PREFIXES = ("module.", "model.", "backbone.", "encoder.", "teacher.backbone.")
+
+
+class CheckpointError(ValueError):
+    """A checkpoint that cannot be read or does not match the model."""
+
+
+@dataclass
+class LoadReport:
+    """What :func:`load_pretrained` did: keys missing from / unexpected in the checkpoint and
+    the adaptations made (resampling, dropped keys)."""
+
+    source: str
+    missing: list[str] = field(default_factory=list)
+    unexpected: list[str] = field(default_factory=list)
+    adapted: list[str] = field(default_factory=list)
+
+    def __str__(self) -> str:
+        lines = [f"loaded {self.source}"]
+        for title, keys in (("adapted", self.adapted), ("missing (kept at init)", self.missing),
+                            ("unexpected (ignored)", self.unexpected)):
+            if keys:
+                lines.append(f"  {title}: " + ", ".join(keys))
+        return "\n".join(lines)
+
+
+def read_state_dict(path: Union[str, Path]) -> dict[str, torch.Tensor]:
+    """Read a state dict from ``.pth`` / ``.pt`` / ``.bin`` / ``.ckpt`` / ``.safetensors``.
+
+    Unwraps the usual containers (``state_dict``, ``model``, ``module``, ``teacher`` …) and
+    strips a common prefix (``module.``, ``backbone.`` …) when the ViT keys sit under one.
+    """
+    p = Path(path).expanduser()
+    if not p.is_file():
+        raise FileNotFoundError(f"checkpoint {p} does not exist")
+    try:
+        if p.suffix == ".safetensors":
+            from safetensors.torch import load_file
+
+            obj = load_file(str(p))
+        else:
+            obj = torch.load(p, map_location="cpu", weights_only=True)
+    except Exception as err:
+        raise CheckpointError(f"checkpoint {p} could not be read: {err}") from err
+    while isinstance(obj, Mapping) and not any(isinstance(v, torch.Tensor) for v in obj.values()):
+        key = next((k for k in _WRAPPERS if isinstance(obj.get(k), Mapping)), None)
+        if key is None:
+            raise CheckpointError(f"checkpoint {p} holds no tensors (top-level keys: {sorted(obj)[:10]})")
+        obj = obj[key]
+    if not isinstance(obj, Mapping):
+        raise CheckpointError(f"checkpoint {p} is not a state dict (got {type(obj).__name__})")
+    sd = {k: v for k, v in obj.items() if isinstance(v, torch.Tensor)}
+    for prefix in _PREFIXES:
+        if not any(k.startswith("blocks.") for k in sd) and any(k.startswith(prefix + "blocks.") for k in sd):
+            sd = {k[len(prefix):]: v for k, v in sd.items() if k.startswith(prefix)}
+    return sd
+
+
+def _split_prefix(num_tokens: int) -> int:
+    """Number of prefix (cls / register) entries in a pos-embed of ``num_tokens`` rows whose
+    grid part is square."""
+    for prefix in range(0, 9):
+        n = num_tokens - prefix
+        if n > 0 and math.isqrt(n) ** 2 == n:
+            return prefix
+    raise CheckpointError(f"pos_embed with {num_tokens} tokens has no square grid part")
+
+
+def adapt_vit_state_dict(state_dict: Mapping[str, torch.Tensor], model: nn.Module) -> tuple[dict, list[str]]:
+    """Map a timm-format ViT state dict onto ``model`` (a :class:`~hydra_dense.backbones.ViT`).
+
+    Returns the adapted dict and a list of human-readable notes on what was changed.
+    """
+    own = model.state_dict()
+    sd, notes = {}, []
+    dropped = [k for k in state_dict if k.startswith(_DROP_PREFIXES) and k not in own]
+    if dropped:
+        notes.append(f"dropped {len(dropped)} classifier/decoder keys ({', '.join(sorted(dropped)[:4])}{'…' if len(dropped) > 4 else ''})")
+    for key, val in state_dict.items():
+        if key in dropped:
+            continue
+        if key in ("cls_token", "reg_token") and key not in own:
+            notes.append(f"dropped {key} (the model has none)")
+            continue
+        sd[key] = val
+
+    if "pos_embed" in sd and "pos_embed" in own:
+        src, dst = sd["pos_embed"], own["pos_embed"]
+        if src.shape != dst.shape:
+            src_prefix = _split_prefix(src.shape[1])
+            dst_prefix = 0 if getattr(model, "no_embed_class", False) else getattr(model, "num_prefix_tokens", 0)
+            grid = src[:, src_prefix:]
+            old = math.isqrt(grid.shape[1])
+            new_hw = tuple(model.patch_embed.grid_size)
+            grid = resample_abs_pos_embed(grid.float(), new_size=new_hw, old_size=(old, old), num_prefix_tokens=0,
+                                          antialias=getattr(model, "pos_embed_antialias", True)).to(src.dtype)
+            prefix = src[:, :min(src_prefix, dst_prefix)]
+            if dst_prefix > prefix.shape[1]:
+                prefix = torch.cat([prefix, dst.new_zeros(1, dst_prefix - prefix.shape[1], dst.shape[2])], 1)
+            sd["pos_embed"] = torch.cat([prefix, grid], dim=1)
+            notes.append(f"pos_embed resampled {old}x{old} -> {new_hw[0]}x{new_hw[1]} (prefix {src_prefix} -> {dst_prefix})")
+
+    key = "patch_embed.proj.weight"
+    if key in sd and key in own and sd[key].shape[-2:] != own[key].shape[-2:]:
+        old = tuple(sd[key].shape[-2:])
+        sd[key] = resample_patch_embed(sd[key].float(), list(own[key].shape[-2:])).to(sd[key].dtype)
+        notes.append(f"patch_embed kernel resampled {old} -> {tuple(own[key].shape[-2:])}")
+
+    for key in [k for k in sd if k.endswith(("rel_pos_h", "rel_pos_w")) and k in own]:
+        if sd[key].shape != own[key].shape:
+            sd[key] = F.interpolate(sd[key].T[None].float(), size=own[key].shape[0], mode="linear")[0].T
+            notes.append(f"{key} interpolated to {own[key].shape[0]} positions")
+
+    for key, val in sd.items():
+        if key in own and own[key].shape != val.shape:
+            raise CheckpointError(
+                f"checkpoint tensor {key} has shape {tuple(val.shape)} but the model expects {tuple(own[key].shape)} "
+                "(different embed_dim / depth / mlp_ratio?)"
+            )
+    return sd, notes
+
+
+def load_pretrained(
+    model: nn.Module,
+    source: Union[str, Path, Mapping[str, torch.Tensor]],
+    strict: bool = False,
+    verbose: bool = True,
+) -> LoadReport:
+    """Load a timm-format ViT checkpoint (a path or a state dict) into ``model``.
+
+    ``strict=True`` raises :class:`CheckpointError` naming every missing and unexpected key;
+    otherwise those are reported (logged) and the rest is loaded. Relative-position tables a
+    plan adds (windowed blocks) count as missing only when ``strict``.
+    """
+    name = str(source) if not isinstance(source, Mapping) else "<state dict>"
+    raw = read_state_dict(source) if not isinstance(source, Mapping) else dict(source)
+    sd, notes = adapt_vit_state_dict(raw, model)
+    result = model.load_state_dict(sd, strict=False)
+    report = LoadReport(name, list(result.missing_keys), list(result.unexpected_keys), notes)
+    if strict and (report.missing or report.unexpected):
+        raise CheckpointError(
+            f"checkpoint {name} does not match the model: missing keys {report.missing}; "
+            f"unexpected keys {report.unexpected}"
+        )
+    if verbose:
+        log.info("%s", report)
+        if report.missing or report.unexpected:
+            print(report)
+    return report

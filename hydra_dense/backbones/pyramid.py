@@ -1,0 +1,90 @@
+"""ViTDet simple feature pyramid: multi-scale maps from a plain ViT's single-scale output."""
+from __future__ import annotations
+
+from collections import OrderedDict
+from typing import Optional, Sequence
+
+import torch
+from torch import nn
+from timm.layers import LayerNorm2d
+
+__all__ = ["SimpleFeaturePyramid", "ViTWithPyramid"]
+
+
+def _scale_stage(dim: int, scale: float) -> tuple[nn.Module, int]:
+    """Resample a stride-p map by ``scale`` (4, 2, 1, 0.5); returns the layers and out channels."""
+    if scale == 4.0:
+        return nn.Sequential(nn.ConvTranspose2d(dim, dim // 2, 2, 2), LayerNorm2d(dim // 2), nn.GELU(),
+                             nn.ConvTranspose2d(dim // 2, dim // 4, 2, 2)), dim // 4
+    if scale == 2.0:
+        return nn.ConvTranspose2d(dim, dim // 2, 2, 2), dim // 2
+    if scale == 1.0:
+        return nn.Identity(), dim
+    if scale == 0.5:
+        return nn.MaxPool2d(2, 2), dim
+    raise ValueError(f"SimpleFeaturePyramid: scale {scale} not supported; use 4, 2, 1 or 0.5")
+
+
+class SimpleFeaturePyramid(nn.Module):
+    """ViTDet's simple pyramid (Li et al., 2022): deconvs / pooling from one stride-``p`` map.
+
+    Args:
+        in_channels: channels of the ViT map. in_stride: its stride (the patch size).
+        out_channels: channels of every pyramid level.
+        scales: resampling factors of the input map (4, 2, 1, 0.5 -> strides p/4 … 2p).
+        top_block: add a stride-2x extra level by max-pooling the coarsest one (ViTDet's p6).
+
+    ``forward(x)``: ``(B, C, h, w)`` -> ``OrderedDict`` name -> ``(B, out_channels, h_i, w_i)``,
+    names ``p{log2(stride)}`` (``p2`` … ``p6`` for patch 16); :attr:`strides` gives each stride.
+    """
+
+    def __init__(self, in_channels: int, in_stride: int = 16, out_channels: int = 256,
+                 scales: Sequence[float] = (4.0, 2.0, 1.0, 0.5), top_block: bool = False) -> None:
+        super().__init__()
+        self.out_channels = out_channels
+        self.stages = nn.ModuleList()
+        self.strides: OrderedDict[str, float] = OrderedDict()
+        for scale in scales:
+            resample, ch = _scale_stage(in_channels, float(scale))
+            self.stages.append(nn.Sequential(
+                resample,
+                nn.Conv2d(ch, out_channels, 1, bias=False), LayerNorm2d(out_channels),
+                nn.Conv2d(out_channels, out_channels, 3, padding=1, bias=False), LayerNorm2d(out_channels),
+            ))
+            stride = in_stride / float(scale)
+            self.strides[self._name(stride)] = stride
+        self.top_block = top_block
+        if top_block:
+            stride = 2 * list(self.strides.values())[-1]
+            self.strides[self._name(stride)] = stride
+
+    @staticmethod
+    def _name(stride: float) -> str:
+        import math
+
+        return f"p{int(round(math.log2(stride)))}"
+
+    def forward(self, x: torch.Tensor) -> "OrderedDict[str, torch.Tensor]":
+        outs = [stage(x) for stage in self.stages]
+        if self.top_block:
+            outs.append(nn.functional.max_pool2d(outs[-1], kernel_size=1, stride=2))
+        return OrderedDict(zip(self.strides.keys(), outs))
+
+
+class ViTWithPyramid(nn.Module):
+    """A :class:`~hydra_dense.backbones.ViT` followed by a :class:`SimpleFeaturePyramid`.
+
+    Meets torchvision's detection backbone contract: ``out_channels`` and a forward returning an
+    ``OrderedDict`` of maps. ``forward(x, pad_mask=None)``: ``(B, 3, H, W)`` -> pyramid dict;
+    the ViT's last ``out_indices`` map feeds the pyramid.
+    """
+
+    def __init__(self, vit: nn.Module, out_channels: int = 256, scales: Sequence[float] = (4.0, 2.0, 1.0, 0.5),
+                 top_block: bool = False) -> None:
+        super().__init__()
+        self.vit = vit
+        self.pyramid = SimpleFeaturePyramid(vit.out_channels, vit.patch_size, out_channels, scales, top_block)
+        self.out_channels = out_channels
+
+    def forward(self, x: torch.Tensor, pad_mask: Optional[torch.Tensor] = None) -> "OrderedDict[str, torch.Tensor]":
+        return self.pyramid(self.vit(x, pad_mask)[-1])

@@ -1,0 +1,219 @@
+"""Plain image ViT with a per-block attention plan, returning dense feature maps.
+
+Built on timm's :class:`~timm.models.vision_transformer.VisionTransformer`: same parameter
+names (a timm / DeiT / MAE / DINOv2 state dict loads directly), timm's patch embedding and
+pos-embed resampling. Only each block's attention module is swapped according to the plan.
+"""
+from __future__ import annotations
+
+import math
+from typing import Literal, Optional, Sequence, Union
+
+import torch
+import torch.nn.functional as F
+from torch.utils.checkpoint import checkpoint
+from timm.layers import resample_abs_pos_embed
+from timm.models.vision_transformer import VisionTransformer
+
+from ..attention import AttentionPlan, MSAttention, TokenLayout
+from .blocks import PlannedBlock, swap_attention
+
+__all__ = ["ViT", "VIT_SIZES", "PlanLike"]
+
+VIT_SIZES: dict[str, dict[str, int]] = {
+    "tiny": dict(embed_dim=192, depth=12, num_heads=3),
+    "small": dict(embed_dim=384, depth=12, num_heads=6),
+    "base": dict(embed_dim=768, depth=12, num_heads=12),
+    "large": dict(embed_dim=1024, depth=24, num_heads=16),
+}
+PlanLike = Union[AttentionPlan, str, list]
+
+
+class ViT(VisionTransformer):
+    """Image ViT backbone for dense tasks: ``(B, C, H, W)`` -> list of ``(B, D, h, w)`` maps.
+
+    Any input size is accepted: the image is zero-padded on the right/bottom to a multiple of
+    ``patch_size`` (so ``h = ceil(H / p)``, ``w = ceil(W / p)``) and the position embeddings
+    (learned at ``img_size``) are resampled to the input grid.
+
+    Args:
+        size: ``tiny`` / ``small`` / ``base`` / ``large`` presets (ViT-Ti/S/B/L); ``embed_dim``,
+            ``depth``, ``num_heads`` override them for custom sizes.
+        patch_size: patch side in pixels (any value, e.g. 16 or 14).
+        img_size: the grid the position embeddings are stored at (the pretraining size).
+        plan: the attention plan (:class:`~hydra_dense.attention.AttentionPlan`, a kind name
+            such as ``"hydra"``, or a per-block list).
+        out_indices: blocks whose outputs are returned (negative counts from the end).
+        out_norm: apply the final LayerNorm to every returned map (timm's ``norm=True``).
+        init_values: LayerScale init (DINOv2 uses 1e-5); None disables LayerScale.
+        class_token / reg_tokens: prefix tokens (dropped from the returned maps).
+        grad_checkpointing: recompute blocks in backward to save memory.
+        pos_embed_antialias: antialias when downsampling position embeddings (timm's default
+            is True; DINOv2 itself resamples without).
+        pretrained: optional path of a timm-format state dict (see :mod:`.checkpoint`).
+
+    Example:
+        >>> m = ViT("tiny", depth=2, plan="hydra", out_indices=[0, 1])
+        >>> [tuple(f.shape) for f in m(torch.randn(1, 3, 50, 70))]
+        [(1, 192, 4, 5), (1, 192, 4, 5)]
+    """
+
+    def __init__(
+        self,
+        size: Optional[Literal["tiny", "small", "base", "large"]] = "base",
+        *,
+        embed_dim: Optional[int] = None,
+        depth: Optional[int] = None,
+        num_heads: Optional[int] = None,
+        patch_size: int = 16,
+        img_size: int = 224,
+        in_chans: int = 3,
+        mlp_ratio: float = 4.0,
+        qkv_bias: bool = True,
+        qk_norm: bool = False,
+        init_values: Optional[float] = None,
+        class_token: bool = True,
+        reg_tokens: int = 0,
+        drop_path_rate: float = 0.0,
+        plan: PlanLike = "msa",
+        out_indices: Sequence[int] = (-1,),
+        out_norm: bool = True,
+        grad_checkpointing: bool = False,
+        pos_embed_antialias: bool = True,
+        pretrained: Optional[str] = None,
+        pretrained_strict: bool = False,
+    ) -> None:
+        dims = dict(VIT_SIZES[size]) if size is not None else {}
+        if size is not None and size not in VIT_SIZES:
+            raise ValueError(f"ViT: unknown size {size!r}; choose from {sorted(VIT_SIZES)} or give embed_dim/depth/num_heads")
+        for key, val in (("embed_dim", embed_dim), ("depth", depth), ("num_heads", num_heads)):
+            if val is not None:
+                dims[key] = val
+        missing = {"embed_dim", "depth", "num_heads"} - set(dims)
+        if missing:
+            raise ValueError(f"ViT: size=None needs {sorted(missing)}")
+        if dims["embed_dim"] % dims["num_heads"]:
+            raise ValueError(f"ViT: embed_dim {dims['embed_dim']} is not divisible by num_heads {dims['num_heads']}")
+        super().__init__(
+            img_size=img_size, patch_size=patch_size, in_chans=in_chans, num_classes=0, global_pool="",
+            mlp_ratio=mlp_ratio, qkv_bias=qkv_bias, qk_norm=qk_norm, init_values=init_values,
+            class_token=class_token, reg_tokens=reg_tokens, drop_path_rate=drop_path_rate,
+            dynamic_img_size=True, dynamic_img_pad=True, block_fn=PlannedBlock, attn_layer=MSAttention,
+            **dims,
+        )
+        self.patch_size = patch_size
+        self.in_chans = in_chans
+        self.pos_embed_antialias = pos_embed_antialias
+        self.out_norm = out_norm
+        depth_ = dims["depth"]
+        for i in out_indices:
+            if not -depth_ <= i < depth_:
+                raise ValueError(f"ViT: out_indices entry {i} is out of range for depth {depth_}")
+        self.out_indices = [i % depth_ for i in out_indices]
+        self.set_plan(plan)
+        self.set_grad_checkpointing(grad_checkpointing)
+        if pretrained:
+            from .checkpoint import load_pretrained
+
+            load_pretrained(self, pretrained, strict=pretrained_strict)
+
+    # ---- plan ------------------------------------------------------------------------------
+    def set_plan(self, plan: PlanLike) -> None:
+        """(Re)assign every block's attention, keeping the qkv / proj weights."""
+        self.plan = AttentionPlan.coerce(plan)
+        kinds = self.plan.resolve(len(self.blocks))
+        for blk, kind in zip(self.blocks, kinds):
+            if getattr(blk.attn, "kind", None) != kind or kind in ("window", "linear"):
+                blk.attn = swap_attention(blk.attn, kind, **self.plan.attention_kwargs())
+        self.attention_kinds = kinds
+
+    # ---- dense interface -------------------------------------------------------------------
+    @property
+    def out_channels(self) -> int:
+        """Channels of each returned map (torchvision's backbone contract)."""
+        return self.embed_dim
+
+    @property
+    def feature_info(self) -> list[dict]:  # type: ignore[override]
+        return [dict(num_chs=self.embed_dim, reduction=self.patch_size, module=f"blocks.{i}")
+                for i in self.out_indices]
+
+    @feature_info.setter
+    def feature_info(self, value) -> None:  # timm's constructor assigns it
+        pass
+
+    def grid_size(self, height: int, width: int) -> tuple[int, int]:
+        """Patch grid for an input of ``height`` x ``width`` pixels (after padding)."""
+        return math.ceil(height / self.patch_size), math.ceil(width / self.patch_size)
+
+    def _pos_embed(self, x: torch.Tensor) -> torch.Tensor:
+        """``(B, h, w, D)`` patch tokens -> ``(B, P + h*w, D)`` with prefix tokens and positions."""
+        B, h, w, D = x.shape
+        P = 0 if self.no_embed_class else self.num_prefix_tokens
+        pos = self.pos_embed
+        if (h, w) != tuple(self.patch_embed.grid_size):
+            pos = resample_abs_pos_embed(pos, new_size=(h, w), old_size=self.patch_embed.grid_size,
+                                         num_prefix_tokens=P, antialias=self.pos_embed_antialias)
+        x = x.reshape(B, h * w, D)
+        prefix = []
+        if self.cls_token is not None:
+            prefix.append(self.cls_token.expand(B, -1, -1))
+        if self.reg_token is not None:
+            prefix.append(self.reg_token.expand(B, -1, -1))
+        if self.no_embed_class:
+            x = torch.cat(prefix + [x + pos], dim=1)
+        else:
+            x = torch.cat(prefix + [x], dim=1) + pos
+        return self.pos_drop(x)
+
+    def token_padding_mask(self, pad_mask: torch.Tensor) -> torch.Tensor:
+        """Pixel padding ``(B, H, W)`` (True = padded) -> token padding ``(B, h*w)``.
+
+        A token is padding only if every pixel under it is padding (the right/bottom pad to a
+        patch multiple counts as padding too).
+        """
+        B, H, W = pad_mask.shape
+        h, w = self.grid_size(H, W)
+        m = F.pad(pad_mask, (0, w * self.patch_size - W, 0, h * self.patch_size - H), value=True)
+        valid = F.max_pool2d((~m).float().unsqueeze(1), self.patch_size).squeeze(1) > 0
+        return (~valid).reshape(B, h * w)
+
+    def forward_tokens(
+        self, x: torch.Tensor, pad_mask: Optional[torch.Tensor] = None, stop_at: Optional[int] = None
+    ) -> tuple[list[torch.Tensor], TokenLayout]:
+        """Run the blocks; return the token sequences ``(B, P + h*w, D)`` after each block up to
+        ``stop_at`` (inclusive, default: the last) and the layout."""
+        if x.dim() != 4 or x.shape[1] != self.in_chans:
+            raise ValueError(f"ViT: expected images of shape (B, {self.in_chans}, H, W), got {tuple(x.shape)}")
+        B, _, H, W = x.shape
+        if pad_mask is not None and (pad_mask.dtype != torch.bool or tuple(pad_mask.shape) != (B, H, W)):
+            raise ValueError(f"ViT: pad_mask must be bool of shape {(B, H, W)}, got {pad_mask.dtype} {tuple(pad_mask.shape)}")
+        tokens = self.patch_embed(x)  # (B, h, w, D)
+        h, w = tokens.shape[1:3]
+        tokens = self.norm_pre(self.patch_drop(self._pos_embed(tokens)))
+        kpm = None
+        if pad_mask is not None:
+            grid_mask = self.token_padding_mask(pad_mask)
+            kpm = torch.cat([grid_mask.new_zeros(B, self.num_prefix_tokens), grid_mask], dim=1)
+        layout = TokenLayout((h, w), self.num_prefix_tokens, kpm)
+        last = len(self.blocks) - 1 if stop_at is None else stop_at
+        outs = []
+        for i, blk in enumerate(self.blocks[: last + 1]):
+            if self.grad_checkpointing and self.training and torch.is_grad_enabled():
+                tokens = checkpoint(blk, tokens, layout, use_reentrant=False)
+            else:
+                tokens = blk(tokens, layout)
+            outs.append(tokens)
+        return outs, layout
+
+    def forward(self, x: torch.Tensor, pad_mask: Optional[torch.Tensor] = None) -> list[torch.Tensor]:  # type: ignore[override]
+        """Images ``(B, C, H, W)`` (optional pixel ``pad_mask`` ``(B, H, W)``, True = padding)
+        -> one ``(B, D, ceil(H/p), ceil(W/p))`` map per entry of ``out_indices``."""
+        outs, layout = self.forward_tokens(x, pad_mask, stop_at=max(self.out_indices))
+        B = x.shape[0]
+        h, w = layout.grid
+        maps = []
+        for i in self.out_indices:
+            t = self.norm(outs[i]) if self.out_norm else outs[i]
+            maps.append(t[:, layout.num_prefix_tokens:].transpose(1, 2).reshape(B, -1, h, w))
+        return maps
