@@ -47,9 +47,10 @@ AttentionKind = Literal["msa", "hydra", "window", "none", "linear"]
 ATTENTION_KINDS: tuple[str, ...] = get_args(AttentionKind)
 KernelName = Literal["cosine", "relu", "elu", "sigmoid", "identity"]
 
-# Added to ||x||^2 (computed in fp32) before the rsqrt. Safe in fp16/bf16 because the norm is
-# never formed in low precision; a zero vector maps to zero instead of NaN.
-HYDRA_EPS = 1e-6
+# Added to ||x||^2 before the rsqrt. The norm is always formed in fp32 (never in fp16/bf16, where
+# F.normalize's eps and the squares of small entries underflow), so a tiny eps is safe: a zero
+# vector maps to zero instead of NaN, and vectors of norm >= 1e-5 are normalised to within 1%.
+HYDRA_EPS = 1e-12
 
 
 # --------------------------------------------------------------------------------------------
@@ -73,9 +74,14 @@ def _check_qkv(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: Optional
             )
 
 
+def _acc(x: torch.Tensor) -> torch.Tensor:
+    """Upcast half-precision tensors to fp32 for norms and sums; fp32/fp64 stay as they are."""
+    return x.float() if x.dtype in (torch.float16, torch.bfloat16) else x
+
+
 def _cosine(x: torch.Tensor) -> torch.Tensor:
     """L2-normalise over the last dim; the norm is computed in fp32 so fp16/bf16 never underflow."""
-    xf = x.float()
+    xf = _acc(x)
     return xf * torch.rsqrt(xf.square().sum(-1, keepdim=True) + HYDRA_EPS)
 
 
@@ -84,7 +90,7 @@ def hydra_attention_eager(
 ) -> torch.Tensor:
     """Reference eager implementation of :func:`hydra_attention` (same contract)."""
     qn, kn = _cosine(q), _cosine(k)
-    kv_terms = kn * v.float()
+    kv_terms = kn * _acc(v)
     if key_padding_mask is not None:
         kv_terms = kv_terms.masked_fill(key_padding_mask.unsqueeze(-1), 0.0)
     kv = kv_terms.sum(dim=-2, keepdim=True)  # (..., 1, D), fp32 accumulation
@@ -176,10 +182,10 @@ def hydra_attention(
 def _kernel(name: str) -> Callable[[torch.Tensor], torch.Tensor]:
     kernels: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
         "cosine": _cosine,
-        "relu": lambda x: F.relu(x.float()),
-        "elu": lambda x: F.elu(x.float()) + 1.0,
-        "sigmoid": lambda x: torch.sigmoid(x.float()),
-        "identity": lambda x: x.float(),
+        "relu": lambda x: F.relu(_acc(x)),
+        "elu": lambda x: F.elu(_acc(x)) + 1.0,
+        "sigmoid": lambda x: torch.sigmoid(_acc(x)),
+        "identity": _acc,
     }
     if name not in kernels:
         raise ValueError(f"unknown linear-attention kernel {name!r}; choose from {sorted(kernels)}")
@@ -211,7 +217,7 @@ def linear_attention(
     if D % num_heads:
         raise ValueError(f"linear_attention: D={D} is not divisible by num_heads={num_heads}")
     phi = _kernel(kernel)
-    qf, kf, vf = phi(q), phi(k), v.float()
+    qf, kf, vf = phi(q), phi(k), _acc(v)
     if key_padding_mask is not None:
         kf = kf.masked_fill(key_padding_mask.unsqueeze(-1), 0.0)
     split = lambda x: x.reshape(B, T, num_heads, D // num_heads).transpose(1, 2)  # (B, H, T, d)

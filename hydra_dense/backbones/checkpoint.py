@@ -138,12 +138,13 @@ def adapt_vit_state_dict(state_dict: Mapping[str, torch.Tensor], model: nn.Modul
             sd[key] = F.interpolate(sd[key].T[None].float(), size=own[key].shape[0], mode="linear")[0].T
             notes.append(f"{key} interpolated to {own[key].shape[0]} positions")
 
-    for key, val in sd.items():
-        if key in own and own[key].shape != val.shape:
-            raise CheckpointError(
-                f"checkpoint tensor {key} has shape {tuple(val.shape)} but the model expects {tuple(own[key].shape)} "
-                "(different embed_dim / depth / mlp_ratio?)"
-            )
+    wrong = [f"{k} has shape {tuple(v.shape)} but the model expects {tuple(own[k].shape)}"
+             for k, v in sd.items() if k in own and own[k].shape != v.shape]
+    if wrong:
+        raise CheckpointError(
+            f"{len(wrong)} checkpoint tensors do not fit the model (different embed_dim / mlp_ratio?): "
+            + "; ".join(wrong[:5]) + ("; …" if len(wrong) > 5 else "")
+        )
     return sd, notes
 
 

@@ -83,9 +83,9 @@ class ViT(VisionTransformer):
         pretrained: Optional[str] = None,
         pretrained_strict: bool = False,
     ) -> None:
-        dims = dict(VIT_SIZES[size]) if size is not None else {}
         if size is not None and size not in VIT_SIZES:
             raise ValueError(f"ViT: unknown size {size!r}; choose from {sorted(VIT_SIZES)} or give embed_dim/depth/num_heads")
+        dims = dict(VIT_SIZES[size]) if size is not None else {}
         for key, val in (("embed_dim", embed_dim), ("depth", depth), ("num_heads", num_heads)):
             if val is not None:
                 dims[key] = val
@@ -146,14 +146,33 @@ class ViT(VisionTransformer):
         """Patch grid for an input of ``height`` x ``width`` pixels (after padding)."""
         return math.ceil(height / self.patch_size), math.ceil(width / self.patch_size)
 
-    def _pos_embed(self, x: torch.Tensor) -> torch.Tensor:
-        """``(B, h, w, D)`` patch tokens -> ``(B, P + h*w, D)`` with prefix tokens and positions."""
+    def _resampled_pos(self, h: int, w: int) -> torch.Tensor:
+        """Position embeddings ``(1, P' + h*w, D)`` for an ``h`` x ``w`` grid (P' prefix rows)."""
+        if (h, w) == tuple(self.patch_embed.grid_size):
+            return self.pos_embed
+        P = 0 if self.no_embed_class else self.num_prefix_tokens
+        return resample_abs_pos_embed(self.pos_embed, new_size=(h, w), old_size=self.patch_embed.grid_size,
+                                      num_prefix_tokens=P, antialias=self.pos_embed_antialias)
+
+    def _pos_embed(self, x: torch.Tensor, valid_hw: Optional[list[tuple[int, int]]] = None) -> torch.Tensor:
+        """``(B, h, w, D)`` patch tokens -> ``(B, P + h*w, D)`` with prefix tokens and positions.
+
+        ``valid_hw``: per-image grid of real (unpadded) tokens. Each image then gets positions
+        resampled to its own grid, placed top-left, so padding an image inside a batch changes
+        none of its tokens.
+        """
         B, h, w, D = x.shape
         P = 0 if self.no_embed_class else self.num_prefix_tokens
-        pos = self.pos_embed
-        if (h, w) != tuple(self.patch_embed.grid_size):
-            pos = resample_abs_pos_embed(pos, new_size=(h, w), old_size=self.patch_embed.grid_size,
-                                         num_prefix_tokens=P, antialias=self.pos_embed_antialias)
+        if valid_hw is None or all(hw == (h, w) for hw in valid_hw):
+            pos = self._resampled_pos(h, w)
+        else:
+            grids = []
+            for vh, vw in valid_hw:
+                p = self._resampled_pos(vh, vw)
+                g = p[:, P:].reshape(1, vh, vw, D)
+                g = F.pad(g, (0, 0, 0, w - vw, 0, h - vh))
+                grids.append(torch.cat([p[:, :P], g.reshape(1, h * w, D)], dim=1))
+            pos = torch.cat(grids, dim=0)
         x = x.reshape(B, h * w, D)
         prefix = []
         if self.cls_token is not None:
@@ -170,7 +189,8 @@ class ViT(VisionTransformer):
         """Pixel padding ``(B, H, W)`` (True = padded) -> token padding ``(B, h*w)``.
 
         A token is padding only if every pixel under it is padding (the right/bottom pad to a
-        patch multiple counts as padding too).
+        patch multiple counts as padding too). Padding is expected on the right and bottom
+        (how detection and segmentation batches are padded).
         """
         B, H, W = pad_mask.shape
         h, w = self.grid_size(H, W)
@@ -190,11 +210,14 @@ class ViT(VisionTransformer):
             raise ValueError(f"ViT: pad_mask must be bool of shape {(B, H, W)}, got {pad_mask.dtype} {tuple(pad_mask.shape)}")
         tokens = self.patch_embed(x)  # (B, h, w, D)
         h, w = tokens.shape[1:3]
-        tokens = self.norm_pre(self.patch_drop(self._pos_embed(tokens)))
-        kpm = None
+        kpm, valid_hw = None, None
         if pad_mask is not None:
             grid_mask = self.token_padding_mask(pad_mask)
+            valid = ~grid_mask.reshape(B, h, w)
+            valid_hw = [(max(int(r.sum()), 1), max(int(c.sum()), 1))
+                        for r, c in zip(valid.any(2).unbind(0), valid.any(1).unbind(0))]
             kpm = torch.cat([grid_mask.new_zeros(B, self.num_prefix_tokens), grid_mask], dim=1)
+        tokens = self.norm_pre(self.patch_drop(self._pos_embed(tokens, valid_hw)))
         layout = TokenLayout((h, w), self.num_prefix_tokens, kpm)
         last = len(self.blocks) - 1 if stop_at is None else stop_at
         outs = []

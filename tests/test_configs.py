@@ -1,0 +1,35 @@
+"""Every shipped backbone YAML instantiates from its class_path and builds the plan it names."""
+from pathlib import Path
+
+import pytest
+import torch
+from jsonargparse import ArgumentParser
+
+CONFIGS = sorted((Path(__file__).parent.parent / "configs" / "backbones").glob("*.yaml"))
+
+
+@pytest.mark.parametrize("path", CONFIGS, ids=lambda p: p.stem)
+def test_backbone_yaml_instantiates(path):
+    parser = ArgumentParser(exit_on_error=False)
+    parser.add_argument("--backbone", type=torch.nn.Module, sub_configs=True)
+    model = parser.instantiate(parser.parse_args(["--backbone", str(path)])).backbone
+    kinds = model.attention_kinds
+    stem = path.stem
+    if stem.endswith("_msa") and "window" not in stem:
+        assert set(kinds) == {"msa"}
+    if stem.endswith("_hydra") and "window" not in stem:
+        assert set(kinds) == {"hydra"}
+    if "hybrid" in stem:
+        assert kinds[-1] == "hydra" and kinds[0] == "msa"
+    if "window" in stem:
+        assert kinds.count("window") == 8 and kinds[2] == stem.rsplit("_", 1)[1]
+    assert len(CONFIGS) >= 10
+
+
+def test_override_from_command_line():
+    parser = ArgumentParser(exit_on_error=False)
+    parser.add_argument("--backbone", type=torch.nn.Module, sub_configs=True)
+    cfg = parser.parse_args(["--backbone", str(CONFIGS[0].parent / "vit_s16_msa.yaml"),
+                             "--backbone.init_args.depth", "2", "--backbone.init_args.plan", "hydra"])
+    model = parser.instantiate(cfg).backbone
+    assert model.attention_kinds == ["hydra", "hydra"]
