@@ -30,6 +30,7 @@ def test_override_from_command_line():
     parser = ArgumentParser(exit_on_error=False)
     parser.add_argument("--backbone", type=torch.nn.Module, sub_configs=True)
     cfg = parser.parse_args(["--backbone", str(CONFIGS[0].parent / "vit_s16_msa.yaml"),
-                             "--backbone.init_args.depth", "2", "--backbone.init_args.plan", "hydra"])
+                             "--backbone.init_args.depth", "2", "--backbone.init_args.plan", "hydra",
+                             "--backbone.init_args.out_indices", "[1]"])
     model = parser.instantiate(cfg).backbone
     assert model.attention_kinds == ["hydra", "hydra"]
