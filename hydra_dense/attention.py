@@ -116,7 +116,7 @@ def _fused_fn() -> Optional[Callable]:
     fn = _compiled.get("hydra")
     if fn is None:
         try:
-            fn = torch.compile(hydra_attention_eager, dynamic=True, fullgraph=True)
+            fn = torch.compile(hydra_attention_eager, dynamic=None, fullgraph=True)
         except Exception as err:  # pragma: no cover - depends on the toolchain
             warnings.warn(f"hydra_dense: torch.compile unavailable ({err}); using eager Hydra attention")
             _compile_failed = True

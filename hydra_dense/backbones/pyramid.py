@@ -8,7 +8,7 @@ import torch
 from torch import nn
 from timm.layers import LayerNorm2d
 
-__all__ = ["SimpleFeaturePyramid", "ViTWithPyramid"]
+__all__ = ["SimpleFeaturePyramid", "ViTWithPyramid", "MultiLevelRescale"]
 
 
 def _scale_stage(dim: int, scale: float) -> tuple[nn.Module, int]:
@@ -88,3 +88,35 @@ class ViTWithPyramid(nn.Module):
 
     def forward(self, x: torch.Tensor, pad_mask: Optional[torch.Tensor] = None) -> "OrderedDict[str, torch.Tensor]":
         return self.pyramid(self.vit(x, pad_mask)[-1])
+
+
+class MultiLevelRescale(nn.Module):
+    """BEiT / mmseg-UPerNet-ViT neck: one ViT map per chosen block, rescaled to strides p/4 … 2p.
+
+    ``forward(maps)``: list of ``(B, C, h, w)`` (one per scale) -> list of ``(B, C, h*s, w*s)``
+    for ``scales`` (default 4, 2, 1, 0.5: strides 4, 8, 16, 32 for patch 16). Channels are kept.
+    """
+
+    def __init__(self, channels: int, scales: Sequence[float] = (4.0, 2.0, 1.0, 0.5)) -> None:
+        super().__init__()
+        ops = []
+        for s in scales:
+            if s == 4.0:
+                ops.append(nn.Sequential(nn.ConvTranspose2d(channels, channels, 2, 2), nn.BatchNorm2d(channels),
+                                         nn.GELU(), nn.ConvTranspose2d(channels, channels, 2, 2)))
+            elif s == 2.0:
+                ops.append(nn.ConvTranspose2d(channels, channels, 2, 2))
+            elif s == 1.0:
+                ops.append(nn.Identity())
+            elif s == 0.5:
+                ops.append(nn.MaxPool2d(2, 2))
+            else:
+                raise ValueError(f"MultiLevelRescale: scale {s} not supported; use 4, 2, 1 or 0.5")
+        self.ops = nn.ModuleList(ops)
+        self.scales = list(scales)
+
+    def forward(self, maps: Sequence[torch.Tensor]) -> list[torch.Tensor]:
+        if len(maps) != len(self.ops):
+            raise ValueError(f"MultiLevelRescale: got {len(maps)} maps for {len(self.ops)} scales; set the backbone's "
+                             f"out_indices to {len(self.ops)} blocks")
+        return [op(m) for op, m in zip(self.ops, maps)]

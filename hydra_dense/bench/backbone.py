@@ -1,0 +1,245 @@
+"""Backbone-level benchmark: every attention plan of one ViT, timed interleaved at each input size."""
+from __future__ import annotations
+
+import contextlib
+import math
+from dataclasses import dataclass, field
+from typing import Callable, Iterable, Optional
+
+import torch
+from torch import nn
+
+from ..backbones import VideoViT, ViT
+from .flops import count_flops, hydra_flops_by_formula
+import functools
+
+from .memory import peak_memory_mb, peak_memory_mb_isolated
+from .specs import InputSize, plan_from_name
+from .timing import interleaved_medians
+
+__all__ = ["BenchSettings", "build_backbone", "bench_backbones", "attention_flop_shares", "MODELS", "ROW_COLUMNS"]
+
+# name -> (class, constructor kwargs). ``micro`` is for CI smoke runs.
+MODELS: dict[str, tuple[type, dict]] = {
+    "vit_micro": (ViT, dict(size=None, embed_dim=64, depth=4, num_heads=2)),
+    "vit_tiny": (ViT, dict(size="tiny")),
+    "vit_small": (ViT, dict(size="small")),
+    "vit_base": (ViT, dict(size="base")),
+    "vit_large": (ViT, dict(size="large")),
+    "video_vit_micro": (VideoViT, dict(size=None, embed_dim=64, depth=4, num_heads=2)),
+    "video_vit_small": (VideoViT, dict(size="small")),
+    "video_vit_base": (VideoViT, dict(size="base")),
+}
+
+ROW_COLUMNS = ["backbone", "attention", "height", "width", "frames", "tokens", "batch", "mode", "dtype", "compile",
+               "device", "ms_per_iter", "throughput", "peak_mem_mb", "gflops", "attn_flop_share",
+               "speedup_vs_msa", "flop_ideal_vs_msa", "pct_of_ideal", "overhead_vs_none", "note"]
+
+
+@dataclass
+class BenchSettings:
+    model: str = "vit_base"
+    plans: list[str] = field(default_factory=lambda: ["msa", "hydra", "none"])
+    sizes: list[InputSize] = field(default_factory=lambda: [InputSize(224, 224)])
+    patch_size: int = 16
+    tubelet_size: int = 2
+    batch: int = 1
+    mode: str = "infer"  # or "train": forward, backward, optimizer step
+    dtype: torch.dtype = torch.float32
+    compile: bool = False
+    device: torch.device = field(default_factory=lambda: torch.device("cpu"))
+    warmup: int = 1
+    repeats: int = 5
+    grad_checkpointing: bool = False
+
+
+def build_backbone(model: str, plan: str, patch_size: int = 16, tubelet_size: int = 2,
+                   grad_checkpointing: bool = False) -> nn.Module:
+    """A benchmark backbone (no cls token, so tokens = grid cells) with the named plan."""
+    if model not in MODELS:
+        raise ValueError(f"unknown model {model!r}; choose from {sorted(MODELS)}")
+    cls, kwargs = MODELS[model]
+    kwargs = dict(kwargs, patch_size=patch_size, grad_checkpointing=grad_checkpointing)
+    depth = kwargs.get("depth") or {"tiny": 12, "small": 12, "base": 12, "large": 24}[kwargs["size"]]
+    plan_obj = plan_from_name(plan, depth)
+    if cls is VideoViT:
+        return VideoViT(**kwargs, tubelet_size=tubelet_size, plan=plan_obj)
+    return ViT(**kwargs, class_token=False, plan=plan_obj, out_indices=[-1])
+
+
+def _input(model: nn.Module, size: InputSize, batch: int, device, dtype=torch.float32) -> torch.Tensor:
+    if isinstance(model, VideoViT):
+        if size.frames is None:
+            raise ValueError(f"video models need FxHxW sizes, got {size}")
+        return torch.randn(batch, 3, size.frames, size.height, size.width, device=device, dtype=dtype)
+    if size.frames is not None:
+        raise ValueError(f"image models need HxW sizes, got {size}")
+    return torch.randn(batch, 3, size.height, size.width, device=device, dtype=dtype)
+
+
+def _tokens(model: nn.Module, size: InputSize) -> int:
+    if isinstance(model, VideoViT):
+        return model.num_tokens(size.frames, size.height, size.width)
+    return math.prod(model.grid_size(size.height, size.width))
+
+
+def _step_fn(model: nn.Module, x: torch.Tensor, s: BenchSettings) -> Callable[[], None]:
+    run = torch.compile(model) if s.compile else model
+    amp = (torch.autocast(s.device.type, dtype=s.dtype) if s.dtype != torch.float32
+           else contextlib.nullcontext())
+
+    def reduce(out) -> torch.Tensor:
+        outs = out if isinstance(out, (list, tuple)) else [out]
+        return sum(o.float().mean() for o in outs)
+
+    if s.mode == "infer":
+        model.eval()
+
+        def step() -> None:
+            with torch.inference_mode(), amp:
+                run(x)
+        return step
+    model.train()
+    opt = torch.optim.SGD(model.parameters(), lr=1e-6)
+
+    def step() -> None:
+        with amp:
+            loss = reduce(run(x))
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+    return step
+
+
+def _build_step(s: BenchSettings, plan: str, size: InputSize) -> Callable[[], None]:
+    """Module-level (picklable) builder used to measure memory in a fresh process."""
+    torch.set_num_threads(max(1, torch.get_num_threads()))
+    model = build_backbone(s.model, plan, s.patch_size, s.tubelet_size, s.grad_checkpointing).to(s.device)
+    return _step_fn(model, _input(model, size, s.batch, s.device), s)
+
+
+def _count(model_name: str, plan: str, size: InputSize, s: BenchSettings) -> int:
+    """FLOPs of one step, counted on the meta device (no memory, exact shapes)."""
+    with torch.device("meta"):
+        model = build_backbone(model_name, plan, s.patch_size, s.tubelet_size)
+        x = _input(model, size, s.batch, "meta")
+    if s.mode == "infer":
+        model.eval()
+        fn = lambda: model(x)  # noqa: E731
+    else:
+        def fn():
+            out = model(x)
+            outs = out if isinstance(out, (list, tuple)) else [out]
+            sum(o.mean() for o in outs).backward()
+    flops = count_flops(fn)
+    kinds = model.attention_kinds
+    n_hydra = kinds.count("hydra")
+    if n_hydra:
+        flops += hydra_flops_by_formula(_tokens(model, size) * s.batch, model.embed_dim, n_hydra) * (
+            1 if s.mode == "infer" else 3)
+    return flops
+
+
+def _is_oom(err: BaseException) -> bool:
+    return isinstance(err, (MemoryError, torch.OutOfMemoryError)) or "out of memory" in str(err).lower() or \
+        "can't allocate memory" in str(err).lower() or "DefaultCPUAllocator" in str(err)
+
+
+def bench_backbones(s: BenchSettings, progress: Optional[Callable[[str], None]] = None) -> list[dict]:
+    """Rows (dicts with :data:`ROW_COLUMNS`) for every plan at every size.
+
+    Plans of one size are timed interleaved in one process; a plan that fails (e.g. runs out of
+    memory) gets a row saying so and the run goes on.
+    """
+    rows: list[dict] = []
+    for size in s.sizes:
+        built: dict[str, tuple[nn.Module, torch.Tensor]] = {}
+        notes: dict[str, str] = {}
+        for plan in s.plans:
+            try:
+                model = build_backbone(s.model, plan, s.patch_size, s.tubelet_size, s.grad_checkpointing).to(s.device)
+                built[plan] = (model, _input(model, size, s.batch, s.device))
+            except Exception as err:  # noqa: BLE001 - reported in the row
+                if not _is_oom(err) and isinstance(err, ValueError):
+                    raise
+                notes[plan] = f"failed to build: {type(err).__name__}: {str(err)[:120]}"
+        any_model = next(iter(built.values()))[0] if built else build_backbone(s.model, "none", s.patch_size, s.tubelet_size)
+        tokens = _tokens(any_model, size)
+        pad_note = ""
+        p = s.patch_size
+        if size.height % p or size.width % p:
+            pad_note = f"padded to {math.ceil(size.height / p) * p}x{math.ceil(size.width / p) * p}"
+        fns: dict[str, Callable[[], None]] = {}
+        for plan, (model, x) in built.items():
+            fns[plan] = _step_fn(model, x, s)
+        # run each once alone first so a failing plan (OOM) is dropped before the timed rounds
+        for plan in list(fns):
+            try:
+                fns[plan]()
+            except Exception as err:  # noqa: BLE001
+                notes[plan] = ("out of memory" if _is_oom(err) else f"{type(err).__name__}: {str(err)[:120]}")
+                del fns[plan]
+                built.pop(plan, None)
+        if progress:
+            progress(f"{s.model} {size}: timing {', '.join(fns)}")
+        times = interleaved_medians(fns, warmup=s.warmup, repeats=s.repeats, device=s.device) if fns else {}
+        mems = {}
+        for plan in fns:
+            if s.device.type == "cuda":
+                mems[plan] = peak_memory_mb(fns[plan], s.device)
+                continue
+            mem = peak_memory_mb_isolated(functools.partial(_build_step, s, plan, size))
+            if isinstance(mem, str):
+                notes[plan] = "; ".join(n for n in (notes.get(plan), f"memory: {mem[:80]}") if n)
+                mem = float("nan")
+            mems[plan] = mem
+        flops = {}
+        for plan in s.plans:
+            try:
+                flops[plan] = _count(s.model, plan, size, s)
+            except Exception:  # noqa: BLE001 - FLOPs are informative, not essential
+                flops[plan] = float("nan")
+        none_flops = flops.get("none")
+        if none_flops is None:
+            try:
+                none_flops = _count(s.model, "none", size, s)
+            except Exception:  # noqa: BLE001
+                none_flops = float("nan")
+        for plan in s.plans:
+            ms = times.get(plan, float("nan")) * 1e3
+            row = dict(backbone=s.model, attention=plan, height=size.height, width=size.width,
+                       frames=size.frames or "", tokens=tokens, batch=s.batch, mode=s.mode,
+                       dtype=str(s.dtype).replace("torch.", ""), compile=s.compile, device=str(s.device),
+                       ms_per_iter=ms, throughput=s.batch / (ms / 1e3) if ms == ms else float("nan"),
+                       peak_mem_mb=mems.get(plan, float("nan")), gflops=flops[plan] / 1e9,
+                       attn_flop_share=max(flops[plan] - none_flops, 0) / flops[plan] if flops[plan] else float("nan"),
+                       note="; ".join(n for n in (notes.get(plan, ""), pad_note) if n))
+            rows.append(row)
+        by_plan = {r["attention"]: r for r in rows[-len(s.plans):]}
+        for r in rows[-len(s.plans):]:
+            msa, none = by_plan.get("msa"), by_plan.get("none")
+            r["speedup_vs_msa"] = msa["ms_per_iter"] / r["ms_per_iter"] if msa else float("nan")
+            r["flop_ideal_vs_msa"] = msa["gflops"] / r["gflops"] if msa else float("nan")
+            r["pct_of_ideal"] = 100 * r["speedup_vs_msa"] / r["flop_ideal_vs_msa"] if msa else float("nan")
+            r["overhead_vs_none"] = r["ms_per_iter"] / none["ms_per_iter"] if none else float("nan")
+        del built, fns
+    return rows
+
+
+def attention_flop_shares(model: str, sizes: Iterable[InputSize], patch_size: int = 16) -> list[dict]:
+    """Share of forward FLOPs spent in softmax attention for the all-MSA model, counted
+    (meta device) and by hand (4·T²·D per block over the counted total)."""
+    out = []
+    s = BenchSettings(model=model, patch_size=patch_size)
+    for size in sizes:
+        msa = _count(model, "msa", size, s)
+        none = _count(model, "none", size, s)
+        with torch.device("meta"):
+            m = build_backbone(model, "none", patch_size)
+        T, D, depth = _tokens(m, size), m.embed_dim, len(m.blocks)
+        hand = 4 * T * T * D * depth
+        out.append(dict(backbone=model, height=size.height, width=size.width, frames=size.frames or "", tokens=T,
+                        gflops_msa=msa / 1e9, gflops_attention=(msa - none) / 1e9,
+                        attn_flop_share=(msa - none) / msa, attn_flop_share_hand=hand / (none + hand),
+                        flop_ideal_msa_over_hydra=msa / (none + hydra_flops_by_formula(T, D, depth))))
+    return out

@@ -1,0 +1,83 @@
+"""Markdown tables for people, CSV for machines, PNG plots for people who would rather look."""
+from __future__ import annotations
+
+import csv
+import math
+from pathlib import Path
+from typing import Iterable, Optional, Sequence
+
+
+def _fmt(v) -> str:
+    if isinstance(v, float):
+        if math.isnan(v):
+            return "–"
+        if v == 0:
+            return "0"
+        if abs(v) >= 100:
+            return f"{v:,.0f}"
+        if abs(v) >= 1:
+            return f"{v:.2f}"
+        return f"{v:.3g}"
+    return str(v)
+
+
+def markdown_table(rows: Sequence[dict], columns: Optional[Sequence[str]] = None) -> str:
+    """A GitHub-flavoured Markdown table of ``rows`` (dicts) over ``columns``."""
+    if not rows:
+        return "(no rows)"
+    columns = list(columns or rows[0].keys())
+    lines = ["| " + " | ".join(columns) + " |", "|" + "|".join("---" for _ in columns) + "|"]
+    for r in rows:
+        lines.append("| " + " | ".join(_fmt(r.get(c, "")) for c in columns) + " |")
+    return "\n".join(lines)
+
+
+def write_csv(rows: Sequence[dict], path: str | Path, columns: Optional[Sequence[str]] = None) -> Path:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    columns = list(columns or (rows[0].keys() if rows else []))
+    with open(path, "w", newline="") as fh:
+        w = csv.DictWriter(fh, fieldnames=columns, extrasaction="ignore")
+        w.writeheader()
+        for r in rows:
+            w.writerow(r)
+    return path
+
+
+def plot_backbone_rows(rows: Iterable[dict], shares: Sequence[dict], path: str | Path, title: str = "") -> Path:
+    """Throughput and peak memory against tokens per plan; attention FLOP share against resolution."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = [r for r in rows if isinstance(r.get("ms_per_iter"), float) and not math.isnan(r["ms_per_iter"])]
+    fig, axes = plt.subplots(1, 3, figsize=(16, 4.5))
+    plans = sorted({r["attention"] for r in rows}, key=lambda p: ["msa", "hydra", "none"].index(p)
+                   if p in ("msa", "hydra", "none") else 9)
+    for plan in plans:
+        pts = sorted((r["tokens"], r["throughput"], r["peak_mem_mb"]) for r in rows if r["attention"] == plan)
+        if not pts:
+            continue
+        t, thr, mem = zip(*pts)
+        axes[0].plot(t, thr, "o-", label=plan)
+        axes[1].plot(t, mem, "o-", label=plan)
+    for ax, ylabel in ((axes[0], "throughput (inputs / s)"), (axes[1], "peak memory (MiB)")):
+        ax.set_xscale("log"), ax.set_yscale("log")
+        ax.set_xlabel("tokens per input"), ax.set_ylabel(ylabel), ax.grid(True, which="both", alpha=0.3)
+        ax.legend()
+    if shares:
+        labels = [f"{s['height']}x{s['width']}" for s in shares]
+        axes[2].bar(labels, [100 * s["attn_flop_share"] for s in shares], color="tab:red")
+        for i, s in enumerate(shares):
+            axes[2].text(i, 100 * s["attn_flop_share"] + 1, f"{100 * s['attn_flop_share']:.1f}%", ha="center")
+        axes[2].set_ylabel("softmax attention share of FLOPs (%)")
+        axes[2].set_title(f"all-MSA {shares[0]['backbone']}: attention share")
+        axes[2].set_ylim(0, 100)
+    fig.suptitle(title)
+    fig.tight_layout()
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path

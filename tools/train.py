@@ -1,0 +1,17 @@
+#!/usr/bin/env python
+"""Train / validate / test / predict any hydra_dense task from YAML (LightningCLI).
+
+    python tools/train.py fit --config configs/segmentation/demo_digits.yaml
+    python tools/train.py fit --config configs/segmentation/ade20k_upernet_vit_b16.yaml \
+        --model.init_args.backbone=configs/backbones/vit_b16_hydra.yaml --data.init_args.root=/data/ADEChallengeData2016
+    python tools/train.py validate --config ... --ckpt_path runs/.../last.ckpt
+"""
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from hydra_dense.cli import main  # noqa: E402
+
+if __name__ == "__main__":
+    main()
