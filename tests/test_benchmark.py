@@ -1,0 +1,79 @@
+"""The benchmark tool: --quick writes a valid CSV; FLOP accounting matches a hand count."""
+import csv
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from hydra_dense.backbones import ViT
+from hydra_dense.bench import count_flops
+from hydra_dense.bench.backbone import attention_flop_shares
+from hydra_dense.bench.specs import InputSize, parse_devices, parse_size, plan_from_name
+
+ROOT = Path(__file__).parent.parent
+REQUIRED = ["backbone", "attention", "height", "width", "frames", "tokens", "batch", "mode", "dtype", "ms_per_iter",
+            "throughput", "peak_mem_mb", "gflops", "attn_flop_share"]
+
+
+@pytest.mark.slow
+def test_quick_mode_writes_a_valid_csv(tmp_path):
+    out = tmp_path / "out.csv"
+    plot = tmp_path / "plot.png"
+    proc = subprocess.run([sys.executable, str(ROOT / "tools" / "benchmark.py"), "--quick", "--csv", str(out),
+                           "--plot", str(plot)], capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    rows = list(csv.DictReader(out.open()))
+    assert set(REQUIRED) <= set(rows[0])
+    assert {r["attention"] for r in rows} == {"msa", "hydra", "none", "hybrid2"}
+    for r in rows:
+        assert float(r["ms_per_iter"]) > 0 and float(r["throughput"]) > 0 and float(r["gflops"]) > 0
+        assert int(r["tokens"]) == (int(r["height"]) // 16) * (int(r["width"]) // 16)
+    msa = [r for r in rows if r["attention"] == "msa"]
+    assert all(float(r["attn_flop_share"]) > 0 for r in msa)
+    assert plot.stat().st_size > 10_000
+    assert "| vit_micro | hydra |" in proc.stdout
+
+
+def test_flop_count_matches_hand_count_for_a_tiny_vit():
+    T, D, depth, mlp = 8 * 8, 32, 2, 4
+    counts = {}
+    for plan in ("msa", "none", "hydra"):
+        m = ViT(None, embed_dim=D, depth=depth, num_heads=2, patch_size=4, class_token=False, plan=plan).eval()
+        x = torch.randn(1, 3, 32, 32)
+        counts[plan] = count_flops(lambda: m(x))
+    patch = 2 * T * (3 * 4 * 4) * D
+    per_block = 2 * T * D * 3 * D + 2 * T * D * D + 2 * 2 * T * D * mlp * D  # qkv, proj, mlp
+    assert counts["none"] == patch + depth * per_block
+    assert counts["msa"] - counts["none"] == depth * 4 * T * T * D  # QK^T and AV
+    assert counts["hydra"] == counts["none"]  # Hydra's work is elementwise (added by formula in reports)
+
+
+def test_attention_share_of_vit_b_reproduces_the_paper():
+    shares = {s["height"]: s for s in attention_flop_shares("vit_base", [parse_size("224"), parse_size("1080p")])}
+    assert abs(shares[224]["attn_flop_share"] - 0.041) < 0.002  # paper: 4.1% at 224x224 (T=196 here, no cls)
+    assert shares[1080]["attn_flop_share"] > 0.60  # paper: over 60% at 1080p
+    for s in shares.values():
+        assert abs(s["attn_flop_share"] - s["attn_flop_share_hand"]) < 0.01
+
+
+def test_spec_parsing_errors():
+    assert parse_size("1080p") == InputSize(1080, 1920)
+    assert parse_size("16x224x224") == InputSize(224, 224, 16)
+    with pytest.raises(ValueError, match="bad size '12a'"):
+        parse_size("12a")
+    with pytest.raises(ValueError, match="unknown plan 'flash'"):
+        plan_from_name("flash", 12)
+    assert plan_from_name("vitdet_hydra", 12).global_blocks == [2, 5, 8, 11]
+    if not torch.cuda.is_available():
+        with pytest.raises(ValueError, match="device 'cuda' is not present"):
+            parse_devices("cuda")
+        assert parse_devices("cpu,cuda") == [torch.device("cpu")]
+
+
+def test_cli_rejects_bad_plan_and_size():
+    for args, msg in ((["--plans", "msa,flash"], "unknown plan 'flash'"), (["--sizes", "abc"], "bad size 'abc'")):
+        proc = subprocess.run([sys.executable, str(ROOT / "tools" / "benchmark.py"), *args],
+                              capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 2 and msg in proc.stderr

@@ -1,0 +1,203 @@
+"""Segmentation: dataset layouts, bad input, sliding window, a real learning signal, YAML configs."""
+from pathlib import Path
+
+import lightning as L
+import numpy as np
+import pytest
+import torch
+from PIL import Image
+
+from hydra_dense.backbones import ViT
+from hydra_dense.data.segmentation import SampleError, SegmentationDataModule, collate_segmentation
+from hydra_dense.tasks import SegmentationTask
+
+COLOURS = [(230, 40, 40), (40, 230, 40), (40, 40, 230)]
+
+
+def scene(rng, size=32):
+    """Background + up to 3 coloured rectangles; class = colour index + 1."""
+    img = np.full((size, size, 3), 20, np.uint8)
+    mask = np.zeros((size, size), np.uint8)
+    for c in rng.permutation(3)[: rng.integers(1, 4)]:
+        y, x = rng.integers(0, size - 10, 2)
+        h, w = rng.integers(6, 14, 2)
+        img[y:y + h, x:x + w] = COLOURS[c]
+        mask[y:y + h, x:x + w] = c + 1
+    return img, mask
+
+
+def write(path: Path, arr, fmt=None):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    Image.fromarray(arr).save(path, format=fmt)
+
+
+def make_ade(root: Path, n_train=24, n_val=8, size=32, zero_label=False):
+    rng = np.random.default_rng(0)
+    for split, n in (("training", n_train), ("validation", n_val)):
+        for i in range(n):
+            img, mask = scene(rng, size)
+            if zero_label:
+                mask = mask + 1  # ADE20K: 0 = "other", real classes from 1
+            write(root / "images" / split / f"ADE_{i:04d}.jpg", img)
+            write(root / "annotations" / split / f"ADE_{i:04d}.png", mask)
+    return root
+
+
+def tiny_backbone(**kw):
+    kw.setdefault("out_indices", [0, 1])
+    return ViT(None, embed_dim=32, depth=2, num_heads=2, patch_size=4, img_size=32, **kw)
+
+
+def test_ade20k_layout_and_reduce_zero_label(tmp_path):
+    root = make_ade(tmp_path / "ade", zero_label=True)
+    dm = SegmentationDataModule(str(root), "ade20k", num_classes=4, reduce_zero_label=True, crop_size=(24, 24),
+                                batch_size=4, num_workers=0)
+    dm.setup("fit")
+    assert len(dm.datasets["train"]) == 24 and len(dm.datasets["val"]) == 8
+    _, mask = dm.datasets["val"].load(0)
+    raw = np.asarray(Image.open(dm.datasets["val"].pairs[0][1])).astype(np.int64)
+    assert torch.equal(mask, torch.from_numpy(raw - 1))  # no zeros in raw: every label shifts down
+    imgs, masks, pad, idx = next(iter(dm.train_dataloader()))
+    assert imgs.shape == (4, 3, 24, 24) and masks.shape == (4, 24, 24) and masks.dtype == torch.int64
+    assert set(masks.unique().tolist()) <= {0, 1, 2, 3, 255}
+
+
+def test_cityscapes_layout(tmp_path):
+    rng = np.random.default_rng(1)
+    root = tmp_path / "cityscapes"
+    for split in ("train", "val"):
+        for city in ("aachen", "bonn"):
+            img, mask = scene(rng)
+            write(root / "leftImg8bit" / split / city / f"{city}_000000_000019_leftImg8bit.png", img)
+            write(root / "gtFine" / split / city / f"{city}_000000_000019_gtFine_labelTrainIds.png", mask)
+            write(root / "gtFine" / split / city / f"{city}_000000_000019_gtFine_labelIds.png", mask + 7)
+    dm = SegmentationDataModule(str(root), "cityscapes", num_classes=19, crop_size=(16, 16), num_workers=0)
+    dm.setup("fit")
+    pairs = dm.datasets["val"].pairs
+    assert len(pairs) == 2 and all(p[1].name.endswith("_gtFine_labelTrainIds.png") for p in pairs)
+
+
+def test_generic_folders_with_split_list(tmp_path):
+    rng = np.random.default_rng(2)
+    root = tmp_path / "mine"
+    for i in range(6):
+        img, mask = scene(rng)
+        write(root / "img_dir" / "train" / f"s{i}.png", img)
+        write(root / "ann_dir" / "train" / f"s{i}.png", mask)
+    (root / "splits").mkdir()
+    (root / "splits" / "train.txt").write_text("s1\ns3\n")
+    (root / "splits" / "val.txt").write_text("s5\n")
+    dm = SegmentationDataModule(str(root), "folders", num_classes=4, split_file="splits/{split}.txt",
+                                image_dir="img_dir/train", mask_dir="ann_dir/train", num_workers=0)
+    dm.setup("fit")
+    assert [p[0].stem for p in dm.datasets["train"].pairs] == ["s1", "s3"]
+    assert [p[0].stem for p in dm.datasets["val"].pairs] == ["s5"]
+
+
+def test_bad_input_names_the_file_or_setting(tmp_path):
+    with pytest.raises(FileNotFoundError, match="data.root: dataset folder .*nowhere does not exist"):
+        SegmentationDataModule(str(tmp_path / "nowhere"))
+    root = make_ade(tmp_path / "ade", n_train=3, n_val=0)
+    (root / "images" / "validation").mkdir(parents=True, exist_ok=True)
+    (root / "annotations" / "validation").mkdir(parents=True, exist_ok=True)
+    dm = SegmentationDataModule(str(root), num_classes=4, num_workers=0)
+    with pytest.raises(ValueError, match="ade20k val split is empty: no images in .*validation"):
+        dm.setup("validate")
+
+    ds = SegmentationDataModule(str(root), num_classes=4, num_workers=0)._dataset("train", train=False)
+    # mask of another size
+    write(ds.pairs[0][1], np.zeros((20, 32), np.uint8))
+    with pytest.raises(SampleError, match=r"ADE_0000.jpg is 32x32 but mask .*ADE_0000.png is 32x20"):
+        ds[0]
+    # label ids outside num_classes
+    write(ds.pairs[1][1], np.full((32, 32), 7, np.uint8))
+    with pytest.raises(SampleError, match=r"ADE_0001.png has label ids \[7\] outside \[0, 4\)"):
+        ds[1]
+    # unreadable image
+    ds.pairs[2][0].write_bytes(b"garbage")
+    with pytest.raises(SampleError, match="cannot read image .*ADE_0002.jpg"):
+        ds[2]
+    # a missing mask
+    (root / "annotations" / "training" / "ADE_0002.png").unlink()
+    with pytest.raises(FileNotFoundError, match="ADE_0002.jpg has no mask: expected .*ADE_0002.png"):
+        SegmentationDataModule(str(root), num_classes=4, num_workers=0).setup("fit")
+
+
+def test_skip_bad_counts_and_reports(tmp_path):
+    root = make_ade(tmp_path / "ade", n_train=4, n_val=2)
+    dm = SegmentationDataModule(str(root), num_classes=4, num_workers=0, skip_bad=True, batch_size=4,
+                                crop_size=(16, 16))
+    dm.setup("fit")
+    dm.datasets["train"].pairs[1][0].write_bytes(b"garbage")
+    imgs, masks, pad, idx = next(iter(torch.utils.data.DataLoader(
+        dm.datasets["train"], batch_size=4, collate_fn=collate_segmentation)))
+    assert imgs.shape[0] == 3 and 1 not in idx.tolist()
+    assert dm.skipped_report() == {"train": 1}
+
+
+def test_collate_pads_with_ignore_and_marks_padding():
+    a = (torch.ones(3, 4, 6), torch.zeros(4, 6, dtype=torch.int64), 0)
+    b = (torch.ones(3, 5, 3), torch.ones(5, 3, dtype=torch.int64), 1)
+    imgs, masks, pad, idx = collate_segmentation([a, None, b], ignore_index=255)
+    assert imgs.shape == (2, 3, 5, 6) and masks[0, 4, 0] == 255 and masks[1, 0, 4] == 255
+    assert pad[0, 4].all() and not pad[0, :4].any() and pad[1, :, 3:].all()
+    assert idx.tolist() == [0, 1]
+
+
+@pytest.mark.parametrize("head", ["uper", "linear", "setr_naive"])
+def test_slide_inference_equals_whole_when_one_window_covers(head):
+    task = SegmentationTask(tiny_backbone(out_indices=[0, 1]), num_classes=4, decode_head=head, head_channels=16,
+                            inference="slide", slide_crop=(48, 64), slide_stride=(32, 32)).eval()
+    x = torch.randn(2, 3, 40, 56)
+    with torch.no_grad():
+        torch.testing.assert_close(task.slide_inference(x), task(x))
+        # and with overlapping windows it still returns every pixel's logits, finite
+        task.hparams.slide_crop, task.hparams.slide_stride = (24, 24), (16, 16)
+        out = task.slide_inference(x)
+    assert out.shape == (2, 4, 40, 56) and torch.isfinite(out).all()
+
+
+def test_training_raises_miou(tmp_path):
+    """A real learning signal: validation mIoU after 60 steps is far above before training."""
+    root = make_ade(tmp_path / "ade", n_train=32, n_val=8)
+    L.seed_everything(0)
+    dm = SegmentationDataModule(str(root), num_classes=4, crop_size=(32, 32), scale_range=(1.0, 1.0),
+                                photometric=False, batch_size=8, val_batch_size=8, num_workers=0)
+    task = SegmentationTask(tiny_backbone(plan="hydra"), num_classes=4, decode_head="linear", lr=3e-3,
+                            warmup_steps=5, layer_decay=1.0, head_lr_mult=1.0, num_overlays=1)
+    trainer = L.Trainer(max_steps=60, accelerator="cpu", logger=False, enable_checkpointing=False,
+                        enable_progress_bar=False, enable_model_summary=False, default_root_dir=tmp_path,
+                        num_sanity_val_steps=0, check_val_every_n_epoch=100)
+    before = trainer.validate(task, datamodule=dm, verbose=False)[0]["val_mIoU"]
+    trainer.fit(task, datamodule=dm)
+    after = trainer.validate(task, datamodule=dm, verbose=False)[0]
+    assert after["val_mIoU"] > before + 0.3, (before, after)
+    assert after["val_mIoU"] > 0.5 and after["val_pixel_acc"] > 0.85
+    assert "| class_1 |" in task.per_class_table()
+    assert list((tmp_path / "overlays").glob("*.png")), "validation overlays are written as PNG"
+
+
+CONFIGS = sorted((Path(__file__).parent.parent / "configs" / "segmentation").glob("*.yaml"))
+
+
+@pytest.mark.parametrize("path", CONFIGS, ids=lambda p: p.stem)
+def test_segmentation_configs_instantiate(path, tmp_path):
+    from hydra_dense.cli import main
+
+    root = make_ade(tmp_path / "data", n_train=2, n_val=1)
+    cli = main(["--config", str(path), f"--data.init_args.root={root}", "--data.init_args.layout=ade20k",
+                f"--trainer.default_root_dir={tmp_path}"], run=False)
+    assert isinstance(cli.model, SegmentationTask)
+    assert cli.model.hparams.num_classes == cli.datamodule.num_classes
+    assert type(cli.model.backbone).__name__ == "ViT"
+
+
+def test_backbone_swap_from_command_line(tmp_path):
+    from hydra_dense.cli import main
+
+    root = make_ade(tmp_path / "data", n_train=2, n_val=1)
+    cfg = Path(__file__).parent.parent / "configs" / "segmentation" / "demo_digits.yaml"
+    swap = Path(__file__).parent.parent / "configs" / "backbones" / "vit_s16_hydra.yaml"
+    cli = main(["--config", str(cfg), f"--data.init_args.root={root}", f"--model.init_args.backbone={swap}",
+                f"--trainer.default_root_dir={tmp_path}"], run=False)
+    assert cli.model.backbone.attention_kinds == ["hydra"] * 12 and cli.model.backbone.patch_size == 16
