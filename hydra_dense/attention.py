@@ -127,16 +127,16 @@ def _fused_fn() -> Optional[Callable]:
 
 # Below this many elements per tensor the fused path is not worth a compile.
 FUSED_MIN_NUMEL = 1 << 20
-Impl = Literal["auto", "eager", "fused"]
+Impl = Literal["auto", "eager", "fused", "triton"]
 
 
 def _want_fused(q: torch.Tensor, impl: str) -> bool:
     if impl == "eager":
         return False
-    if impl == "fused":
+    if impl in ("fused", "triton"):
         return True
     if impl != "auto":
-        raise ValueError(f"hydra_attention: impl must be one of 'auto', 'eager', 'fused', got {impl!r}")
+        raise ValueError(f"hydra_attention: impl must be one of 'auto', 'eager', 'fused', 'triton', got {impl!r}")
     if os.environ.get("HYDRA_DENSE_FUSED", "1") == "0" or torch.compiler.is_compiling():
         return False
     if torch.jit.is_scripting() or q.numel() < FUSED_MIN_NUMEL:
@@ -158,8 +158,9 @@ def hydra_attention(
         key_padding_mask: optional bool ``(..., T)``; True marks a padded token. Padded tokens
             contribute nothing to the global ``kv``, and their own output rows are **zero**
             (so padding never feeds anything downstream through attention).
-        impl: ``"auto"`` (fused via torch.compile for large tensors on CPU/CUDA, eager
-            otherwise; set ``HYDRA_DENSE_FUSED=0`` to force eager), ``"eager"`` or ``"fused"``.
+        impl: ``"auto"`` (large tensors: the Triton kernels on CUDA, torch.compile on CPU;
+            small ones: eager; ``HYDRA_DENSE_FUSED=0`` forces eager), ``"eager"``, ``"fused"``
+            (torch.compile) or ``"triton"`` (:mod:`hydra_dense.kernels.hydra_triton`).
 
     Returns:
         ``(..., T, D)`` in the dtype of ``q``. The L2 norms and the token sum are computed in
@@ -167,7 +168,15 @@ def hydra_attention(
         tokens overflows fp16 and loses precision in bf16.
     """
     _check_qkv(q, k, v, key_padding_mask)
-    if _want_fused(q, impl):
+    if impl == "triton" or (impl == "auto" and q.is_cuda and _want_fused(q, impl)):
+        from .kernels.hydra_triton import hydra_attention_triton, triton_usable
+
+        if triton_usable(q) and q.shape[-1] <= 8192:
+            return hydra_attention_triton(q, k, v, key_padding_mask)
+        if impl == "triton":
+            raise RuntimeError("hydra_attention: impl='triton' needs triton and a CUDA tensor "
+                               "(or TRITON_INTERPRET=1 on CPU)")
+    if impl != "triton" and _want_fused(q, impl):
         fn = _fused_fn()
         if fn is not None:
             try:

@@ -16,8 +16,11 @@ def bench_hydra_op(batch: int = 8, tokens: int = 4096, dim: int = 768, dtype: to
                    device: torch.device = torch.device("cpu"), repeats: int = 15, warmup: int = 3,
                    backward: bool = False, msa_heads: int = 0) -> list[dict]:
     """Median time of: the floor (``q + k + v``: reads 3 tensors, the least any attention can
-    do), Hydra eager, Hydra fused (torch.compile: C++ on CPU, Triton on CUDA) and, if
-    ``msa_heads``, softmax SDPA with that many heads. ``backward`` times forward + backward."""
+    do), Hydra eager, Hydra fused (torch.compile: C++ on CPU, generated Triton on CUDA), on CUDA
+    the hand-written Triton kernels, and, if ``msa_heads``, softmax SDPA with that many heads.
+    ``backward`` times forward + backward. ``gbytes_per_s`` counts Hydra's minimum traffic
+    (read q, k, v and write out; x3 with backward) over the time: on a GPU, compare it with the
+    device's peak bandwidth."""
     g = torch.Generator(device=device).manual_seed(0)
     q, k, v = (torch.randn(batch, tokens, dim, device=device, dtype=dtype, generator=g) for _ in range(3))
     if backward:
@@ -37,6 +40,8 @@ def bench_hydra_op(batch: int = 8, tokens: int = 4096, dim: int = 768, dtype: to
         "hydra_eager": run(lambda: hydra_attention(q, k, v, impl="eager")),
         "hydra_fused": run(lambda: hydra_attention(q, k, v, impl="fused")),
     }
+    if device.type == "cuda":
+        fns["hydra_triton"] = run(lambda: hydra_attention(q, k, v, impl="triton"))
     if msa_heads:
         split = lambda t: t.view(batch, tokens, msa_heads, dim // msa_heads).transpose(1, 2)  # noqa: E731
         fns[f"sdpa_msa_h{msa_heads}"] = run(lambda: F.scaled_dot_product_attention(

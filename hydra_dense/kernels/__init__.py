@@ -1,0 +1,1 @@
+"""Hand-written kernels (Triton) for the fused Hydra path on CUDA."""
