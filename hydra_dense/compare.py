@@ -26,7 +26,7 @@ import torch
 __all__ = ["main", "run_comparison"]
 
 DEMO_CONFIG = "configs/segmentation/demo_digits.yaml"
-TABLE_COLUMNS = ["plan", "attention", "metric", "score", "pixel_acc", "train_img_s", "infer_img_s",
+TABLE_COLUMNS = ["plan", "attention", "metric", "score", "metric2", "score2", "train_img_s", "infer_img_s",
                  "infer_img_s_big", "speedup_big", "flop_ideal_big", "peak_train_mem_mb", "params_m",
                  "gflops_img", "steps", "train_min"]
 
@@ -42,6 +42,10 @@ def _prepare_default_data(config: Path) -> None:
         from .data.demo_segmentation import prepare
 
         prepare()
+    if "moving_digits" in text:
+        from .data.demo_video import prepare as prepare_video
+
+        prepare_video()
 
 
 def _pretrained_weights(mode: str) -> Optional[str]:
@@ -139,7 +143,7 @@ def run_comparison(args: argparse.Namespace, overrides: list[str]) -> list[dict]
         print(f"\n=== [{name}] training ===", flush=True)
         seed_everything(args.seed, workers=True)
         ov = list(overrides) + extra
-        if weights:
+        if weights and "VideoViT" not in config.read_text():
             ov.append(f"--model.init_args.backbone.init_args.pretrained={weights}")
         if args.max_steps:
             ov.append(f"--trainer.max_steps={args.max_steps}")
@@ -158,16 +162,18 @@ def run_comparison(args: argparse.Namespace, overrides: list[str]) -> list[dict]
             torch.cuda.max_memory_allocated() / 2**20
         metrics = trainer.validate(model, datamodule=dm, verbose=False)[0]
         key = next((k for k in ("val_mIoU", "val_mAP", "val_top1") if k in metrics), None)
+        key2 = next((k for k in ("val_pixel_acc", "val_mAP_50", "val_top5") if k in metrics), None)
         per_class[name] = model.per_class_table() if hasattr(model, "per_class_table") else ""
         params = sum(p.numel() for p in model.parameters()) / 1e6
-        crop = getattr(dm.hparams, "crop_size", (224, 224))
-        x = torch.randn(1, 3, *crop, device=model.device)
+        dm.setup("fit")
+        sample = dm.datasets["train"][0]
+        x = sample[0][None].to(model.device)  # one training input: (1, 3, H, W) or (1, 3, T, H, W)
         model.eval()
         with torch.no_grad():
             gflops = count_flops(lambda: model(x)) / 1e9
         rows.append(dict(plan=name, attention=model.backbone.plan.describe(len(model.backbone.blocks)),
                          metric=key or "", score=100 * metrics.get(key, float("nan")),
-                         pixel_acc=100 * metrics.get("val_pixel_acc", float("nan")),
+                         metric2=key2 or "", score2=100 * metrics.get(key2, float("nan")),
                          train_img_s=clock.images / max(clock.seconds, 1e-9),
                          peak_train_mem_mb=peak, params_m=params, gflops_img=gflops,
                          steps=trainer.global_step, train_min=train_min))
@@ -184,8 +190,16 @@ def run_comparison(args: argparse.Namespace, overrides: list[str]) -> list[dict]
                                 repeats=args.speed_repeats)
     for r in rows:
         r["infer_img_s"] = images.shape[0] / t[r["plan"]]
-    if args.speed_size:
-        big = torch.randn(1, 3, args.speed_size, args.speed_size, device=images.device)
+    big = None
+    if str(args.speed_size) not in ("0", ""):
+        from .bench.specs import parse_size
+
+        if images.dim() == 5:  # clips
+            size = parse_size(args.speed_size if str(args.speed_size).count("x") == 2 else "32x224x224")
+            big = torch.randn(1, 3, size.frames, size.height, size.width, device=images.device)
+        else:
+            size = parse_size(str(args.speed_size))
+            big = torch.randn(1, 3, size.height, size.width, device=images.device)
         with torch.inference_mode():
             t = interleaved_medians({n: (lambda m=m: m(big)) for n, m in models.items()}, warmup=1,
                                     repeats=max(2, args.speed_repeats // 2))
@@ -202,8 +216,9 @@ def run_comparison(args: argparse.Namespace, overrides: list[str]) -> list[dict]
     table = markdown_table(rows, TABLE_COLUMNS)
     legend = (f"score = {rows[0]['metric']} (%) on the validation split; train_img_s = training images/s "
               f"(batches only); infer_img_s = inference images/s at the evaluation size (batch "
-              f"{images.shape[0]}, {images.shape[-2]}x{images.shape[-1]}); infer_img_s_big / speedup_big = "
-              f"whole-model inference at {args.speed_size}x{args.speed_size} (speedup vs the first plan), "
+              f"{images.shape[0]}, {'x'.join(map(str, images.shape[2:]))}); infer_img_s_big / speedup_big = "
+              f"whole-model inference at {'x'.join(map(str, big.shape[2:])) if big is not None else '-'} "
+              f"(speedup vs the first plan), "
               f"flop_ideal_big = FLOP ratio there (FlopCounterMode, SDPA on its math path); "
               f"peak_train_mem_mb = peak resident memory during training above the start (CPU) or CUDA "
               f"max allocated; gflops_img = forward GFLOPs per image at the training crop.")
@@ -214,12 +229,12 @@ def run_comparison(args: argparse.Namespace, overrides: list[str]) -> list[dict]
     (out / "per_class.md").write_text("\n\n".join(f"## {n}\n\n{t}" for n, t in per_class.items()) + "\n")
     (out / "summary.json").write_text(json.dumps(dict(config=str(config), seed=args.seed, rows=rows), indent=1,
                                                  default=float))
-    _plot(rows, out / "accuracy_vs_speed.png", args.speed_size)
+    _plot(rows, out / "accuracy_vs_speed.png", "x".join(map(str, big.shape[2:])) if big is not None else "")
     print(f"written: {out / 'table.md'}, {out / 'table.csv'}, {out / 'per_class.md'}, {out / 'accuracy_vs_speed.png'}")
     return rows
 
 
-def _plot(rows: list[dict], path: Path, speed_size: int) -> None:
+def _plot(rows: list[dict], path: Path, speed_size: str) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -227,7 +242,7 @@ def _plot(rows: list[dict], path: Path, speed_size: int) -> None:
 
     keys = [("infer_img_s", "inference img/s at the evaluation size")]
     if speed_size:
-        keys.append(("infer_img_s_big", f"inference img/s at {speed_size}x{speed_size}"))
+        keys.append(("infer_img_s_big", f"inference img/s at {speed_size}"))
     keys.append(("train_img_s", "training img/s"))
     fig, axes = plt.subplots(1, len(keys), figsize=(5.2 * len(keys), 4.2))
     for ax, (key, label) in zip(axes, keys):
@@ -253,7 +268,9 @@ def parse_args(argv: Optional[list[str]] = None) -> tuple[argparse.Namespace, li
     p.add_argument("--max-steps", type=int, default=0, help="override trainer.max_steps")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", default="runs/compare")
-    p.add_argument("--speed-size", type=int, default=1024, help="square size for the big-input speed column (0: skip)")
+    p.add_argument("--speed-size", default="1024",
+                   help="input of the big-input speed column: S or HxW for images, FxHxW for clips (default "
+                        "32x224x224 for video); 0 skips it")
     p.add_argument("--speed-batch", type=int, default=8)
     p.add_argument("--speed-repeats", type=int, default=5)
     return p.parse_known_args(argv)

@@ -128,6 +128,13 @@ class VideoViT(nn.Module):
         if pretrained_image:
             self.load_image_pretrained(pretrained_image)
 
+    def group_matcher(self, coarse: bool = False) -> dict:
+        """Parameter groups for timm's layer-wise lr decay (embedding, blocks, final norm)."""
+        return dict(stem=r"^pos_embed|^patch_embed", blocks=[(r"^blocks\.(\d+)", None), (r"^norm", (99999,))])
+
+    def no_weight_decay(self) -> set[str]:
+        return {"pos_embed"}
+
     @staticmethod
     def _init_linear(m: nn.Module) -> None:
         if isinstance(m, nn.Linear):

@@ -1,4 +1,5 @@
 """LightningModules for the dense tasks."""
 from .segmentation import SegmentationTask
+from .video import VideoClassificationTask
 
-__all__ = ["SegmentationTask"]
+__all__ = ["SegmentationTask", "VideoClassificationTask"]

@@ -1,0 +1,376 @@
+"""Video classification data: Kinetics-style folders, list files (txt / CSV) and frame folders.
+
+Decoding uses PyAV (the ``video`` extra): a maintained FFmpeg binding whose wheels carry their
+own FFmpeg (H.264 included) and install from PyPI on every platform here; torchvision 0.29 no
+longer decodes video, and torchcodec needs a matching system FFmpeg.
+
+Layouts (``layout`` init arg, ``root`` points at the dataset; ``{split}`` is the split name):
+
+- ``kinetics``: ``<root>/<split>/<class>/<video>.mp4`` (also .avi/.mkv/.webm/.mov); classes are
+  the sorted folder names of the train split.
+- ``list``: ``<root>/<list_file>`` with ``path label`` per line (space or comma separated; a
+  CSV header is skipped); ``label`` is an index or a class name; paths are relative to
+  ``<root>/<video_dir>``. A path may be a folder of frames.
+- ``frames``: ``<root>/<split>/<class>/<video>/`` holding one JPEG/PNG per frame.
+
+Problems name the file: missing, corrupt or truncated videos, videos shorter than the clip,
+unknown class names. ``skip_bad: true`` skips such samples instead (counted and reported).
+Decoding happens in the worker that needs it, with no locks or subprocesses to hang on.
+"""
+from __future__ import annotations
+
+import csv
+import logging
+import math
+import multiprocessing
+from pathlib import Path
+from typing import Literal, Optional, Sequence
+
+import lightning as L
+import numpy as np
+import torch
+from torch.utils.data import DataLoader, Dataset
+from torchvision import tv_tensors
+from torchvision.transforms import v2
+
+from .segmentation import IMAGE_EXTS
+
+log = logging.getLogger(__name__)
+
+__all__ = ["VideoError", "decode_video", "read_frames", "VideoClipDataset", "VideoDataModule", "clip_indices",
+           "find_videos"]
+
+VIDEO_EXTS = (".mp4", ".avi", ".mkv", ".webm", ".mov", ".m4v")
+KINETICS_MEAN = (0.45, 0.45, 0.45)
+KINETICS_STD = (0.225, 0.225, 0.225)
+
+
+class VideoError(ValueError):
+    """A video that cannot be used (missing, corrupt, too short, unknown class)."""
+
+
+def decode_video(path: str | Path, max_frames: Optional[int] = None) -> np.ndarray:
+    """All frames (or the first ``max_frames``) of a video as ``(N, H, W, 3)`` uint8."""
+    try:
+        import av
+    except ImportError as err:  # pragma: no cover - needs the extra
+        raise ImportError("decoding video needs PyAV: pip install 'hydra_dense[video]'") from err
+    path = Path(path)
+    if not path.is_file():
+        raise VideoError(f"video {path} does not exist")
+    frames = []
+    try:
+        with av.open(str(path)) as container:
+            if not container.streams.video:
+                raise VideoError(f"video {path} has no video stream")
+            stream = container.streams.video[0]
+            stream.thread_type = "AUTO"
+            for frame in container.decode(stream):
+                frames.append(frame.to_ndarray(format="rgb24"))
+                if max_frames is not None and len(frames) >= max_frames:
+                    break
+    except VideoError:
+        raise
+    except Exception as err:  # av.error.InvalidDataError and friends
+        if not frames:
+            raise VideoError(f"video {path} could not be decoded: {err}") from err
+        log.warning("video %s is truncated after %d frames: %s", path, len(frames), err)
+    if not frames:
+        raise VideoError(f"video {path} has no decodable frames (empty or corrupt)")
+    return np.stack(frames)
+
+
+def read_frames(folder: str | Path, max_frames: Optional[int] = None) -> np.ndarray:
+    """A folder of frame images (sorted by name) as ``(N, H, W, 3)`` uint8."""
+    from PIL import Image
+
+    folder = Path(folder)
+    files = sorted(p for p in folder.iterdir() if p.suffix.lower() in IMAGE_EXTS) if folder.is_dir() else []
+    if not files:
+        raise VideoError(f"frame folder {folder} does not exist or holds no images")
+    frames = []
+    for f in files[:max_frames]:
+        try:
+            with Image.open(f) as im:
+                frames.append(np.asarray(im.convert("RGB")))
+        except Exception as err:
+            raise VideoError(f"frame {f} cannot be read: {err}") from err
+    return np.stack(frames)
+
+
+def clip_indices(n_frames: int, num_frames: int, stride: int, sampling: str, rng: Optional[np.random.Generator],
+                 clip: int = 0, num_clips: int = 1) -> np.ndarray:
+    """Frame indices of one clip.
+
+    ``dense``: ``num_frames`` frames ``stride`` apart; the start is random when ``rng`` is given
+    (training) or the ``clip``-th of ``num_clips`` evenly spaced starts (evaluation).
+    ``uniform``: ``num_frames`` segments over the whole video, one frame per segment (random
+    offset in training, the middle in evaluation).
+    Raises :class:`VideoError` when the video has fewer frames than a dense clip spans.
+    """
+    if sampling == "uniform":
+        edges = np.linspace(0, n_frames, num_frames + 1)
+        if rng is not None:
+            return np.minimum((edges[:-1] + rng.random(num_frames) * np.diff(edges)).astype(int), n_frames - 1)
+        shift = (clip + 0.5) / num_clips
+        return np.minimum((edges[:-1] + shift * np.diff(edges)).astype(int), n_frames - 1)
+    span = (num_frames - 1) * stride + 1
+    if n_frames < span:
+        raise VideoError(f"{n_frames} frames, fewer than a clip of {num_frames} frames x stride {stride} ({span})")
+    last = n_frames - span
+    start = int(rng.integers(0, last + 1)) if rng is not None else \
+        (int(round(last * (clip + 0.5) / num_clips)) if num_clips > 1 else last // 2)
+    return start + stride * np.arange(num_frames)
+
+
+def find_videos(root: Path, layout: str, split: str, list_file: str = "{split}.txt", video_dir: str = "",
+                classes: Optional[list[str]] = None) -> tuple[list[tuple[Path, int]], list[str]]:
+    """(path, label) pairs of a split and the class names."""
+    if layout in ("kinetics", "frames"):
+        split_dir = root / split
+        if not split_dir.is_dir():
+            raise FileNotFoundError(f"{layout} {split} split: folder {split_dir} does not exist")
+        if classes is None:
+            train_dir = root / "train"
+            classes = sorted(p.name for p in (train_dir if train_dir.is_dir() else split_dir).iterdir() if p.is_dir())
+        samples = []
+        for class_dir in sorted(p for p in split_dir.iterdir() if p.is_dir()):
+            if class_dir.name not in classes:
+                raise VideoError(f"{split_dir}: class folder {class_dir.name!r} is not one of the "
+                                 f"{len(classes)} training classes")
+            label = classes.index(class_dir.name)
+            for item in sorted(class_dir.iterdir()):
+                if (layout == "kinetics" and item.suffix.lower() in VIDEO_EXTS) or (layout == "frames" and item.is_dir()):
+                    samples.append((item, label))
+    elif layout == "list":
+        path = root / list_file.format(split=split)
+        if not path.is_file():
+            raise FileNotFoundError(f"list file {path} does not exist")
+        rows = []
+        with open(path, newline="") as fh:
+            text = fh.read()
+        dialect = "," if path.suffix == ".csv" or ("," in text.splitlines()[0] if text.strip() else False) else None
+        for n, line in enumerate(text.splitlines(), 1):
+            if not line.strip() or line.lstrip().startswith("#"):
+                continue
+            parts = next(csv.reader([line])) if dialect else line.rsplit(maxsplit=1)
+            parts = [p.strip() for p in parts if p.strip() != ""]
+            if len(parts) < 2:
+                raise VideoError(f"{path}:{n}: expected 'path label', got {line!r}")
+            if n == 1 and dialect and not parts[-1].lstrip("-").isdigit() and parts[0].lower() in ("path", "video", "file"):
+                continue  # CSV header
+            rows.append((parts[0], parts[-1], n))
+        names = [lab for _, lab, _ in rows if not lab.lstrip("-").isdigit()]
+        if classes is None:
+            classes = sorted(set(names)) if names else [str(i) for i in range(max(int(lab) for _, lab, _ in rows) + 1)]
+        samples = []
+        for rel, lab, n in rows:
+            if lab.lstrip("-").isdigit():
+                label = int(lab)
+                if not 0 <= label < len(classes):
+                    raise VideoError(f"{path}:{n}: label {label} outside [0, {len(classes)})")
+            elif lab in classes:
+                label = classes.index(lab)
+            else:
+                raise VideoError(f"{path}:{n}: unknown class {lab!r} (known: {', '.join(classes[:10])}"
+                                 f"{'…' if len(classes) > 10 else ''})")
+            samples.append((root / video_dir / rel, label))
+    else:
+        raise ValueError(f"data.layout: unknown layout {layout!r}; choose from kinetics, list, frames")
+    if not samples:
+        raise ValueError(f"{layout} {split} split under {root} is empty")
+    return samples, list(classes)
+
+
+class VideoClipDataset(Dataset):
+    """``(clip (C, T, H, W) float, label, video index)`` per video; evaluation with ``num_clips`` x
+    ``num_crops`` > 1 returns ``(views (V, C, T, H, W), label, index)``."""
+
+    def __init__(self, samples: Sequence[tuple[Path, int]], num_frames: int, frame_stride: int, sampling: str,
+                 train: bool, size: int, short_side: int, num_clips: int = 1, num_crops: int = 1,
+                 mean=KINETICS_MEAN, std=KINETICS_STD, skip_bad: bool = False,
+                 short_videos: Literal["error", "skip", "loop"] = "error", seed: int = 0, hflip: bool = True,
+                 cache_decoded: bool = False) -> None:
+        self.samples = list(samples)
+        self.hflip = hflip
+        self._cache: Optional[dict] = {} if cache_decoded else None  # per worker process
+        self.num_frames, self.stride, self.sampling = num_frames, frame_stride, sampling
+        self.train, self.size, self.short_side = train, size, short_side
+        self.num_clips, self.num_crops = num_clips, num_crops
+        self.mean, self.std = mean, std
+        self.skip_bad, self.short_videos, self.seed = skip_bad, short_videos, seed
+        self._skipped = multiprocessing.Value("i", 0)
+
+    @property
+    def skipped(self) -> int:
+        return self._skipped.value
+
+    def __len__(self) -> int:
+        return len(self.samples)
+
+    def _frames(self, path: Path) -> np.ndarray:
+        span = (self.num_frames - 1) * self.stride + 1
+        if self._cache is not None and path in self._cache:
+            frames = self._cache[path]
+        else:
+            frames = read_frames(path) if path.is_dir() else decode_video(path)
+            if self._cache is not None:
+                self._cache[path] = frames
+        if self.sampling == "dense" and len(frames) < span:
+            if self.short_videos == "loop":
+                reps = math.ceil(span / len(frames))
+                frames = np.concatenate([frames] * reps)[:span]
+            else:
+                raise VideoError(f"video {path} has {len(frames)} frames, fewer than a clip of {self.num_frames} "
+                                 f"frames x stride {self.stride} ({span}); set short_videos: loop or skip")
+        return frames
+
+    def _views(self, frames: np.ndarray, rng: Optional[np.random.Generator]) -> list[torch.Tensor]:
+        clips = []
+        n_clips = 1 if self.train else self.num_clips
+        for c in range(n_clips):
+            idx = clip_indices(len(frames), self.num_frames, self.stride, self.sampling, rng, c, n_clips)
+            video = tv_tensors.Video(torch.from_numpy(frames[idx]).permute(0, 3, 1, 2))  # (T, C, H, W)
+            video = v2.functional.resize(video, self.short_side, antialias=True)
+            if self.train:
+                video = v2.RandomCrop(self.size)(video)
+                if self.hflip and torch.rand(1).item() < 0.5:
+                    video = v2.functional.horizontal_flip(video)
+                crops = [video]
+            else:
+                crops = self._eval_crops(video)
+            for v in crops:
+                v = v2.functional.to_dtype(v, torch.float32, scale=True)
+                v = v2.functional.normalize(v, list(self.mean), list(self.std))
+                clips.append(v.permute(1, 0, 2, 3).contiguous())  # (C, T, H, W)
+        return clips
+
+    def _eval_crops(self, video: torch.Tensor) -> list[torch.Tensor]:
+        if self.num_crops == 1:
+            return [v2.functional.center_crop(video, [self.size, self.size])]
+        H, W = video.shape[-2:]
+        long_axis = max(H, W) - self.size
+        out = []
+        for i in range(self.num_crops):  # left/centre/right (or top/centre/bottom) crops
+            off = int(round(long_axis * i / (self.num_crops - 1)))
+            top, left = ((H - self.size) // 2, off) if W >= H else (off, (W - self.size) // 2)
+            out.append(v2.functional.crop(video, top, left, self.size, self.size))
+        return out
+
+    def __getitem__(self, i: int):
+        path, label = self.samples[i]
+        # training draws from torch's RNG, which Lightning seeds per worker (seed_everything(workers=True));
+        # evaluation is deterministic: evenly spaced clips, centre (or tiled) crops
+        rng = np.random.default_rng(int(torch.randint(0, 2**31 - 1, (1,)))) if self.train else None
+        try:
+            views = self._views(self._frames(path), rng)
+        except VideoError as err:
+            if not (self.skip_bad or self.short_videos == "skip"):
+                raise
+            with self._skipped.get_lock():
+                self._skipped.value += 1
+            log.warning("skipping %s: %s", path, err)
+            return None
+        clip = views[0] if len(views) == 1 else torch.stack(views)
+        return clip, label, i
+
+
+def collate_clips(batch):
+    batch = [b for b in batch if b is not None]
+    if not batch:
+        return None
+    return (torch.stack([b[0] for b in batch]), torch.tensor([b[1] for b in batch]),
+            torch.tensor([b[2] for b in batch]))
+
+
+class VideoDataModule(L.LightningDataModule):
+    """Video classification data (see the module doc for layouts).
+
+    Args:
+        root, layout, list_file, video_dir: where the videos are.
+        num_frames, frame_stride, sampling: clip sampling (``dense`` or ``uniform``).
+        size / short_side: crop size and the short side frames are resized to first.
+        num_clips, num_crops: views per video at test time (scores averaged per video).
+        short_videos: ``error`` (default), ``skip`` or ``loop`` for videos shorter than a clip.
+        hflip: random horizontal flips in training (turn off when the label depends on
+            left/right, e.g. motion direction).
+        cache_decoded: keep decoded frames in memory (per worker) — for small datasets only.
+        skip_bad: skip missing / corrupt videos instead of raising (counted, reported).
+        num_classes: checked against the classes found (set it to catch a wrong dataset).
+    """
+
+    def __init__(
+        self,
+        root: str,
+        layout: Literal["kinetics", "list", "frames"] = "kinetics",
+        num_classes: Optional[int] = None,
+        list_file: str = "{split}.txt",
+        video_dir: str = "",
+        num_frames: int = 16,
+        frame_stride: int = 4,
+        sampling: Literal["dense", "uniform"] = "dense",
+        size: int = 224,
+        short_side: int = 256,
+        num_clips: int = 1,
+        num_crops: int = 1,
+        val_num_clips: int = 1,
+        hflip: bool = True,
+        cache_decoded: bool = False,
+        batch_size: int = 8,
+        val_batch_size: int = 8,
+        num_workers: int = 2,
+        train_split: str = "train",
+        val_split: str = "val",
+        test_split: Optional[str] = None,
+        short_videos: Literal["error", "skip", "loop"] = "error",
+        skip_bad: bool = False,
+        mean: tuple[float, float, float] = KINETICS_MEAN,
+        std: tuple[float, float, float] = KINETICS_STD,
+        seed: int = 0,
+    ) -> None:
+        super().__init__()
+        self.save_hyperparameters()
+        self.root = Path(root).expanduser()
+        if not self.root.is_dir():
+            raise FileNotFoundError(f"data.root: dataset folder {self.root} does not exist")
+        self.datasets: dict[str, VideoClipDataset] = {}
+        self.class_names: Optional[list[str]] = None
+
+    def _dataset(self, split: str, train: bool, clips: int, crops: int) -> VideoClipDataset:
+        h = self.hparams
+        samples, classes = find_videos(self.root, h.layout, split, h.list_file, h.video_dir, self.class_names)
+        if self.class_names is None:
+            self.class_names = classes
+            if h.num_classes is not None and h.num_classes != len(classes):
+                raise ValueError(f"data.num_classes={h.num_classes} but {len(classes)} classes were found under "
+                                 f"{self.root} ({', '.join(classes[:5])}…)")
+        return VideoClipDataset(samples, h.num_frames, h.frame_stride, h.sampling, train, h.size, h.short_side,
+                                clips, crops, h.mean, h.std, h.skip_bad, h.short_videos, h.seed, h.hflip,
+                                h.cache_decoded)
+
+    def setup(self, stage: Optional[str] = None) -> None:
+        h = self.hparams
+        if "train" not in self.datasets and stage in (None, "fit"):
+            self.datasets["train"] = self._dataset(h.train_split, True, 1, 1)
+        if "val" not in self.datasets and stage in (None, "fit", "validate"):
+            self.datasets["val"] = self._dataset(h.val_split, False, h.val_num_clips, 1)
+        if "test" not in self.datasets and stage in (None, "test", "predict"):
+            self.datasets["test"] = self._dataset(h.test_split or h.val_split, False, h.num_clips, h.num_crops)
+
+    def _loader(self, key: str, shuffle: bool, bs: int) -> DataLoader:
+        h = self.hparams
+        return DataLoader(self.datasets[key], batch_size=bs, shuffle=shuffle, num_workers=h.num_workers,
+                          collate_fn=collate_clips, drop_last=shuffle, persistent_workers=h.num_workers > 0,
+                          worker_init_fn=None, timeout=600 if h.num_workers > 0 else 0)
+
+    def train_dataloader(self) -> DataLoader:
+        return self._loader("train", True, self.hparams.batch_size)
+
+    def val_dataloader(self) -> DataLoader:
+        return self._loader("val", False, self.hparams.val_batch_size)
+
+    def test_dataloader(self) -> DataLoader:
+        return self._loader("test", False, self.hparams.val_batch_size)
+
+    def skipped_report(self) -> dict[str, int]:
+        return {k: d.skipped for k, d in self.datasets.items() if d.skipped}

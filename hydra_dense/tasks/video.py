@@ -1,0 +1,125 @@
+"""Video classification with a space-time ViT backbone (joint or divided, any attention plan)."""
+from __future__ import annotations
+
+from typing import Literal, Optional
+
+import lightning as L
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torchmetrics import MetricCollection
+from torchmetrics.classification import MulticlassAccuracy
+
+from .optim import make_optimizer
+
+__all__ = ["VideoClassificationTask"]
+
+
+class VideoClassificationTask(L.LightningModule):
+    """``VideoViT`` -> pooled features -> dropout -> linear head; top-1 / top-5 from torchmetrics.
+
+    Args:
+        backbone: a :class:`~hydra_dense.backbones.VideoViT` (YAML ``class_path``).
+        num_classes: classes. label_smoothing: cross-entropy smoothing.
+        mixup_alpha / cutmix_alpha: batch mixing (0 disables; when both are set, one of the two
+            is drawn per batch). head_dropout: dropout before the head.
+        lr, weight_decay, layer_decay, head_lr_mult, warmup_steps, schedule: AdamW with
+            layer-wise lr decay, warm-up then cosine (VideoMAE's fine-tuning recipe).
+
+    Test batches may hold several views per video ``(B, V, C, T, H, W)`` (clips x crops): their
+    softmax scores are averaged per video before the metrics.
+    """
+
+    def __init__(
+        self,
+        backbone: nn.Module,
+        num_classes: int,
+        label_smoothing: float = 0.1,
+        mixup_alpha: float = 0.0,
+        cutmix_alpha: float = 0.0,
+        head_dropout: float = 0.0,
+        lr: float = 1e-3,
+        weight_decay: float = 0.05,
+        layer_decay: float = 0.75,
+        head_lr_mult: float = 1.0,
+        warmup_steps: int = 500,
+        schedule: Literal["cosine", "poly", "step", "constant"] = "cosine",
+    ) -> None:
+        super().__init__()
+        self.save_hyperparameters(ignore=["backbone"])
+        self.backbone = backbone
+        self.fc_norm = nn.LayerNorm(backbone.embed_dim)
+        self.head = nn.Sequential(nn.Dropout(head_dropout), nn.Linear(backbone.embed_dim, num_classes))
+        nn.init.trunc_normal_(self.head[1].weight, std=0.02)
+        nn.init.zeros_(self.head[1].bias)
+        k = min(5, num_classes)
+        base = MetricCollection({"top1": MulticlassAccuracy(num_classes, top_k=1, average="micro"),
+                                 f"top{k}": MulticlassAccuracy(num_classes, top_k=k, average="micro")})
+        self.val_metrics = base.clone(prefix="val_")
+        self.test_metrics = base.clone(prefix="test_")
+
+    def forward(self, clips: torch.Tensor) -> torch.Tensor:
+        """``(B, C, T, H, W)`` -> logits ``(B, num_classes)``."""
+        return self.head(self.fc_norm(self.backbone(clips)))
+
+    def _mix(self, clips: torch.Tensor, target: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Mixup / CutMix on clips (the CutMix box is the same in every frame); soft targets."""
+        h = self.hparams
+        soft = F.one_hot(target, h.num_classes).float()
+        use = [a for a in (("mixup", h.mixup_alpha), ("cutmix", h.cutmix_alpha)) if a[1] > 0]
+        if not use or clips.shape[0] < 2:
+            return clips, soft
+        kind, alpha = use[int(torch.randint(len(use), (1,)))]
+        lam = float(torch.distributions.Beta(alpha, alpha).sample())
+        perm = torch.randperm(clips.shape[0], device=clips.device)
+        if kind == "mixup":
+            clips = lam * clips + (1 - lam) * clips[perm]
+        else:
+            H, W = clips.shape[-2:]
+            ch, cw = int(H * (1 - lam) ** 0.5), int(W * (1 - lam) ** 0.5)
+            cy, cx = int(torch.randint(H, (1,))), int(torch.randint(W, (1,)))
+            y1, y2 = max(cy - ch // 2, 0), min(cy + ch // 2, H)
+            x1, x2 = max(cx - cw // 2, 0), min(cx + cw // 2, W)
+            clips = clips.clone()
+            clips[..., y1:y2, x1:x2] = clips[perm][..., y1:y2, x1:x2]
+            lam = 1 - (y2 - y1) * (x2 - x1) / (H * W)
+        return clips, lam * soft + (1 - lam) * soft[perm]
+
+    def training_step(self, batch, batch_idx: int) -> Optional[torch.Tensor]:
+        if batch is None:
+            return None
+        clips, target, _ = batch
+        clips, soft = self._mix(clips, target)
+        loss = F.cross_entropy(self(clips), soft, label_smoothing=self.hparams.label_smoothing)
+        self.log("train_loss", loss, prog_bar=True, batch_size=clips.shape[0])
+        return loss
+
+    def _scores(self, clips: torch.Tensor) -> torch.Tensor:
+        if clips.dim() == 6:  # (B, V, C, T, H, W): average the views' softmax per video
+            B, V = clips.shape[:2]
+            return self(clips.flatten(0, 1)).softmax(-1).reshape(B, V, -1).mean(1)
+        return self(clips).softmax(-1)
+
+    def validation_step(self, batch, batch_idx: int) -> None:
+        if batch is not None:
+            self.val_metrics.update(self._scores(batch[0]), batch[1])
+
+    def test_step(self, batch, batch_idx: int) -> None:
+        if batch is not None:
+            self.test_metrics.update(self._scores(batch[0]), batch[1])
+
+    def predict_step(self, batch, batch_idx: int):
+        return {"index": batch[2], "scores": self._scores(batch[0])}
+
+    def on_validation_epoch_end(self) -> None:
+        self.log_dict({k: v.float() for k, v in self.val_metrics.compute().items()}, prog_bar=True)
+        self.val_metrics.reset()
+
+    def on_test_epoch_end(self) -> None:
+        self.log_dict({k: v.float() for k, v in self.test_metrics.compute().items()})
+        self.test_metrics.reset()
+
+    def configure_optimizers(self):
+        h = self.hparams
+        return make_optimizer(self.backbone, [self.fc_norm, self.head], h.lr, h.weight_decay, h.layer_decay,
+                              h.head_lr_mult, int(self.trainer.estimated_stepping_batches), h.warmup_steps, h.schedule)
