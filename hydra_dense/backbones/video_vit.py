@@ -114,7 +114,7 @@ class VideoViT(nn.Module):
                                           stride=(tubelet_size, patch_size, patch_size))
         self.pos_embed = nn.Parameter(torch.zeros(1, math.prod(self.pos_grid), D))
         trunc_normal_(self.pos_embed, std=0.02)
-        dpr = torch.linspace(0, drop_path_rate, depth_).tolist()
+        dpr = [drop_path_rate * i / max(depth_ - 1, 1) for i in range(depth_)]  # no tensor: works on meta
         blocks = [PlannedBlock(D, dims["num_heads"], mlp_ratio=mlp_ratio, qkv_bias=qkv_bias, init_values=init_values,
                                drop_path=dpr[i], attn_layer=MSAttention) for i in range(depth_)]
         for blk in blocks:
