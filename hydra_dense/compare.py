@@ -162,7 +162,8 @@ def run_comparison(args: argparse.Namespace, overrides: list[str]) -> list[dict]
             torch.cuda.max_memory_allocated() / 2**20
         metrics = trainer.validate(model, datamodule=dm, verbose=False)[0]
         key = next((k for k in ("val_mIoU", "val_mAP", "val_top1") if k in metrics), None)
-        key2 = next((k for k in ("val_pixel_acc", "val_mAP_50", "val_top5") if k in metrics), None)
+        key2 = next((k for k in metrics if k in ("val_pixel_acc", "val_mAP_50") or
+                     (k.startswith("val_top") and k != "val_top1")), None)
         per_class[name] = model.per_class_table() if hasattr(model, "per_class_table") else ""
         params = sum(p.numel() for p in model.parameters()) / 1e6
         dm.setup("fit")
