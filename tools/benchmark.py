@@ -53,6 +53,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--dtype", default="fp32", help="fp32, bf16 or fp16 (autocast)")
     p.add_argument("--compile", action="store_true", help="torch.compile the whole backbone")
     p.add_argument("--grad-checkpointing", action="store_true")
+    p.add_argument("--no-memory", action="store_true", help="skip peak-memory measurement (saves one step per plan)")
     p.add_argument("--device", default="cpu", help="cpu, cuda, or a list such as cpu,cuda")
     p.add_argument("--warmup", type=int, default=1)
     p.add_argument("--repeats", type=int, default=5)
@@ -121,7 +122,7 @@ def main(argv=None) -> int:
         settings = BenchSettings(model=args.model, plans=plans, sizes=sizes, patch_size=args.patch_size,
                                  tubelet_size=args.tubelet_size, batch=args.batch, mode=args.mode, dtype=dtype,
                                  compile=args.compile, device=dev, warmup=args.warmup, repeats=args.repeats,
-                                 grad_checkpointing=args.grad_checkpointing)
+                                 grad_checkpointing=args.grad_checkpointing, memory=not args.no_memory)
         for size in sizes:
             settings.sizes = [size]
             rows += bench_backbones(settings, progress=(bar.set_postfix_str if bar else

@@ -214,7 +214,7 @@ def bench_backbones(s: BenchSettings, progress: Optional[Callable[[str], None]] 
             progress(f"{s.model} {size}: timing {', '.join(fns)}")
         times = interleaved_medians(fns, warmup=s.warmup, repeats=s.repeats, device=s.device) if fns else {}
         mems = {}
-        for plan in fns:
+        for plan in (fns if s.memory else []):
             if s.device.type == "cuda":
                 mems[plan] = peak_memory_mb(fns[plan], s.device)
                 continue

@@ -62,8 +62,13 @@ def plot_backbone_rows(rows: Iterable[dict], shares: Sequence[dict], path: str |
         t, thr, mem = zip(*pts)
         axes[0].plot(t, thr, "o-", label=plan)
         axes[1].plot(t, mem, "o-", label=plan)
+    from matplotlib.ticker import NullFormatter, ScalarFormatter
+
     for ax, ylabel in ((axes[0], "throughput (inputs / s)"), (axes[1], "peak memory (MiB)")):
         ax.set_xscale("log"), ax.set_yscale("log")
+        for axis in (ax.xaxis, ax.yaxis):
+            axis.set_major_formatter(ScalarFormatter())
+            axis.set_minor_formatter(NullFormatter())
         ax.set_xlabel("tokens per input"), ax.set_ylabel(ylabel), ax.grid(True, which="both", alpha=0.3)
         ax.legend()
     if shares:
