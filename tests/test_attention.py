@@ -7,7 +7,6 @@ from hydra_dense.attention import (
     AttentionPlan,
     HydraAttention,
     MSAttention,
-    NoMixAttention,
     TokenLayout,
     WindowMSAttention,
     build_attention,

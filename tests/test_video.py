@@ -1,6 +1,5 @@
 """Video: real .mp4 decoding, layouts, clip sampling, bad input, and a tiny run that learns."""
 import os
-import shutil
 
 import lightning as L
 import numpy as np
@@ -11,7 +10,7 @@ from PIL import Image
 av = pytest.importorskip("av", reason="needs the video extra: pip install 'hydra_dense[video]'")
 
 from hydra_dense.backbones import VideoViT  # noqa: E402
-from hydra_dense.data.demo_video import _clip, prepare, write_mp4  # noqa: E402
+from hydra_dense.data.demo_video import prepare, write_mp4  # noqa: E402
 from hydra_dense.data.video import (VideoClipDataset, VideoDataModule, VideoError, clip_indices,  # noqa: E402
                                     collate_clips, decode_video, find_videos)
 from hydra_dense.tasks import VideoClassificationTask  # noqa: E402

@@ -15,7 +15,6 @@ import torch.nn.functional as F
 from torch import nn
 from torch.utils.checkpoint import checkpoint
 from timm.layers import DropPath, trunc_normal_
-from timm.models.vision_transformer import Block
 
 from ..attention import AttentionPlan, MSAttention, TokenLayout
 from .blocks import PlannedBlock, swap_attention

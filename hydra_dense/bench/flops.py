@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from typing import Callable
 
-import torch
 from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.utils.flop_counter import FlopCounterMode
 
