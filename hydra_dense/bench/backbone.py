@@ -51,6 +51,7 @@ class BenchSettings:
     warmup: int = 1
     repeats: int = 5
     grad_checkpointing: bool = False
+    memory: bool = True  # measure peak memory (CPU: one extra step in a fresh process)
 
 
 # Whole task models (pipeline level): "<task>_<head>:<backbone>", e.g. "seg_uper:vit_base".
