@@ -45,86 +45,76 @@ def triton_usable(t: torch.Tensor) -> bool:
 if HAVE_TRITON:
 
     @triton.jit
-    def _kv_partial_kernel(k_ptr, v_ptr, m_ptr, part_ptr, T, D, sk_b, sk_t, sv_b, sv_t, sm_b, n_chunks,
-                           eps, HAS_MASK: tl.constexpr, BLOCK_T: tl.constexpr, BLOCK_D: tl.constexpr):
+    def _tile_index(T, D, BLOCK_T: tl.constexpr, BLOCK_D: tl.constexpr):
+        """This program's batch row, token indices, feature indices and their bounds masks."""
         b = tl.program_id(0)
-        c = tl.program_id(1)
-        t = c * BLOCK_T + tl.arange(0, BLOCK_T)
+        t = tl.program_id(1) * BLOCK_T + tl.arange(0, BLOCK_T)
         d = tl.arange(0, BLOCK_D)
         tm, dm = t < T, d < D
-        mask2 = tm[:, None] & dm[None, :]
-        k = tl.load(k_ptr + b * sk_b + t[:, None] * sk_t + d[None, :], mask=mask2, other=0.0).to(tl.float32)
-        v = tl.load(v_ptr + b * sv_b + t[:, None] * sv_t + d[None, :], mask=mask2, other=0.0).to(tl.float32)
-        rk = 1.0 / tl.sqrt(tl.sum(k * k, axis=1) + eps)
+        return b, t, d, tm, dm, tm[:, None] & dm[None, :]
+
+    @triton.jit
+    def _load_rows(ptr, b, t, d, s_b, s_t, mask2):
+        """A ``(BLOCK_T, BLOCK_D)`` tile of whole rows, in fp32 (zeros out of bounds)."""
+        return tl.load(ptr + b * s_b + t[:, None] * s_t + d[None, :], mask=mask2, other=0.0).to(tl.float32)
+
+    @triton.jit
+    def _inv_norm(x, m_ptr, b, t, tm, sm_b, eps, HAS_MASK: tl.constexpr):
+        """1 / ||row||, and 0 for padded rows (which then contribute and receive nothing)."""
+        r = 1.0 / tl.sqrt(tl.sum(x * x, axis=1) + eps)
         if HAS_MASK:
             pad = tl.load(m_ptr + b * sm_b + t, mask=tm, other=1)
-            rk = tl.where(pad != 0, 0.0, rk)
-        part = tl.sum(k * rk[:, None] * v, axis=0)
-        tl.store(part_ptr + (b * n_chunks + c) * D + d, part, mask=dm)
+            r = tl.where(pad != 0, 0.0, r)
+        return r
+
+    @triton.jit
+    def _store_rows(ptr, x, b, t, d, s_b, s_t, mask2):
+        tl.store(ptr + b * s_b + t[:, None] * s_t + d[None, :], x.to(ptr.dtype.element_ty), mask=mask2)
+
+    @triton.jit
+    def _kv_partial_kernel(k_ptr, v_ptr, m_ptr, part_ptr, T, D, sk_b, sk_t, sv_b, sv_t, sm_b, n_chunks,
+                           eps, HAS_MASK: tl.constexpr, BLOCK_T: tl.constexpr, BLOCK_D: tl.constexpr):
+        b, t, d, tm, dm, mask2 = _tile_index(T, D, BLOCK_T, BLOCK_D)
+        k = _load_rows(k_ptr, b, t, d, sk_b, sk_t, mask2)
+        v = _load_rows(v_ptr, b, t, d, sv_b, sv_t, mask2)
+        rk = _inv_norm(k, m_ptr, b, t, tm, sm_b, eps, HAS_MASK)
+        tl.store(part_ptr + (b * n_chunks + tl.program_id(1)) * D + d, tl.sum(k * rk[:, None] * v, axis=0), mask=dm)
 
     @triton.jit
     def _out_kernel(q_ptr, kv_ptr, m_ptr, o_ptr, T, D, sq_b, sq_t, so_b, so_t, sm_b, eps,
                     HAS_MASK: tl.constexpr, BLOCK_T: tl.constexpr, BLOCK_D: tl.constexpr):
-        b = tl.program_id(0)
-        c = tl.program_id(1)
-        t = c * BLOCK_T + tl.arange(0, BLOCK_T)
-        d = tl.arange(0, BLOCK_D)
-        tm, dm = t < T, d < D
-        mask2 = tm[:, None] & dm[None, :]
-        q = tl.load(q_ptr + b * sq_b + t[:, None] * sq_t + d[None, :], mask=mask2, other=0.0).to(tl.float32)
+        b, t, d, tm, dm, mask2 = _tile_index(T, D, BLOCK_T, BLOCK_D)
+        q = _load_rows(q_ptr, b, t, d, sq_b, sq_t, mask2)
         kv = tl.load(kv_ptr + b * D + d, mask=dm, other=0.0)
-        rq = 1.0 / tl.sqrt(tl.sum(q * q, axis=1) + eps)
-        if HAS_MASK:
-            pad = tl.load(m_ptr + b * sm_b + t, mask=tm, other=1)
-            rq = tl.where(pad != 0, 0.0, rq)
-        out = q * rq[:, None] * kv[None, :]
-        tl.store(o_ptr + b * so_b + t[:, None] * so_t + d[None, :], out.to(o_ptr.dtype.element_ty), mask=mask2)
+        rq = _inv_norm(q, m_ptr, b, t, tm, sm_b, eps, HAS_MASK)
+        _store_rows(o_ptr, q * rq[:, None] * kv[None, :], b, t, d, so_b, so_t, mask2)
 
     @triton.jit
     def _bwd_q_kernel(g_ptr, q_ptr, kv_ptr, m_ptr, dq_ptr, part_ptr, T, D, sg_b, sg_t, sq_b, sq_t, sdq_b, sdq_t,
                       sm_b, n_chunks, eps, HAS_MASK: tl.constexpr, BLOCK_T: tl.constexpr, BLOCK_D: tl.constexpr):
-        b = tl.program_id(0)
-        c = tl.program_id(1)
-        t = c * BLOCK_T + tl.arange(0, BLOCK_T)
-        d = tl.arange(0, BLOCK_D)
-        tm, dm = t < T, d < D
-        mask2 = tm[:, None] & dm[None, :]
-        g = tl.load(g_ptr + b * sg_b + t[:, None] * sg_t + d[None, :], mask=mask2, other=0.0).to(tl.float32)
-        q = tl.load(q_ptr + b * sq_b + t[:, None] * sq_t + d[None, :], mask=mask2, other=0.0).to(tl.float32)
+        b, t, d, tm, dm, mask2 = _tile_index(T, D, BLOCK_T, BLOCK_D)
+        g = _load_rows(g_ptr, b, t, d, sg_b, sg_t, mask2)
+        q = _load_rows(q_ptr, b, t, d, sq_b, sq_t, mask2)
         kv = tl.load(kv_ptr + b * D + d, mask=dm, other=0.0)
-        rq = 1.0 / tl.sqrt(tl.sum(q * q, axis=1) + eps)
-        if HAS_MASK:
-            pad = tl.load(m_ptr + b * sm_b + t, mask=tm, other=1)
-            rq = tl.where(pad != 0, 0.0, rq)
+        rq = _inv_norm(q, m_ptr, b, t, tm, sm_b, eps, HAS_MASK)
         qn = q * rq[:, None]
         dqn = g * kv[None, :]
         # d/dq of q * rq: rq * (dqn - qn * <qn, dqn>) (rq = 0 on padded rows zeroes them)
-        dq = rq[:, None] * (dqn - qn * tl.sum(qn * dqn, axis=1)[:, None])
-        tl.store(dq_ptr + b * sdq_b + t[:, None] * sdq_t + d[None, :], dq.to(dq_ptr.dtype.element_ty), mask=mask2)
-        tl.store(part_ptr + (b * n_chunks + c) * D + d, tl.sum(g * qn, axis=0), mask=dm)
+        _store_rows(dq_ptr, rq[:, None] * (dqn - qn * tl.sum(qn * dqn, axis=1)[:, None]), b, t, d, sdq_b, sdq_t, mask2)
+        tl.store(part_ptr + (b * n_chunks + tl.program_id(1)) * D + d, tl.sum(g * qn, axis=0), mask=dm)
 
     @triton.jit
     def _bwd_kv_kernel(k_ptr, v_ptr, dkv_ptr, m_ptr, dk_ptr, dv_ptr, T, D, sk_b, sk_t, sv_b, sv_t, sdk_b, sdk_t,
                        sdv_b, sdv_t, sm_b, eps, HAS_MASK: tl.constexpr, BLOCK_T: tl.constexpr, BLOCK_D: tl.constexpr):
-        b = tl.program_id(0)
-        c = tl.program_id(1)
-        t = c * BLOCK_T + tl.arange(0, BLOCK_T)
-        d = tl.arange(0, BLOCK_D)
-        tm, dm = t < T, d < D
-        mask2 = tm[:, None] & dm[None, :]
-        k = tl.load(k_ptr + b * sk_b + t[:, None] * sk_t + d[None, :], mask=mask2, other=0.0).to(tl.float32)
-        v = tl.load(v_ptr + b * sv_b + t[:, None] * sv_t + d[None, :], mask=mask2, other=0.0).to(tl.float32)
+        b, t, d, tm, dm, mask2 = _tile_index(T, D, BLOCK_T, BLOCK_D)
+        k = _load_rows(k_ptr, b, t, d, sk_b, sk_t, mask2)
+        v = _load_rows(v_ptr, b, t, d, sv_b, sv_t, mask2)
         dkv = tl.load(dkv_ptr + b * D + d, mask=dm, other=0.0)
-        rk = 1.0 / tl.sqrt(tl.sum(k * k, axis=1) + eps)
-        if HAS_MASK:
-            pad = tl.load(m_ptr + b * sm_b + t, mask=tm, other=1)
-            rk = tl.where(pad != 0, 0.0, rk)
+        rk = _inv_norm(k, m_ptr, b, t, tm, sm_b, eps, HAS_MASK)
         kn = k * rk[:, None]
-        dv = dkv[None, :] * kn
         dkn = dkv[None, :] * v
-        dk = rk[:, None] * (dkn - kn * tl.sum(kn * dkn, axis=1)[:, None])
-        tl.store(dk_ptr + b * sdk_b + t[:, None] * sdk_t + d[None, :], dk.to(dk_ptr.dtype.element_ty), mask=mask2)
-        tl.store(dv_ptr + b * sdv_b + t[:, None] * sdv_t + d[None, :], dv.to(dv_ptr.dtype.element_ty), mask=mask2)
+        _store_rows(dk_ptr, rk[:, None] * (dkn - kn * tl.sum(kn * dkn, axis=1)[:, None]), b, t, d, sdk_b, sdk_t, mask2)
+        _store_rows(dv_ptr, dkv[None, :] * kn, b, t, d, sdv_b, sdv_t, mask2)
 
 
 def _block_t(D: int) -> int:
