@@ -21,13 +21,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, Optional, Sequence
 
-import lightning as L
 import numpy as np
 import torch
 from PIL import Image
-from torch.utils.data import DataLoader, Dataset
+from torch.utils.data import Dataset
 from torchvision import tv_tensors
 from torchvision.transforms import v2
+
+from .base import SplitDataModule
 
 log = logging.getLogger(__name__)
 
@@ -204,7 +205,7 @@ def collate_segmentation(batch, ignore_index: int = 255):
     return imgs, masks, pad, torch.tensor([b[2] for b in batch])
 
 
-class SegmentationDataModule(L.LightningDataModule):
+class SegmentationDataModule(SplitDataModule):
     """Segmentation data in ADE20K / Cityscapes / generic-folder layouts.
 
     Args:
@@ -314,27 +315,7 @@ class SegmentationDataModule(L.LightningDataModule):
         if stage in (None, "test", "predict") and "test" not in self.datasets:
             self.datasets["test"] = self._dataset(h.test_split or h.val_split, train=False)
 
-    def _loader(self, key: str, shuffle: bool, batch_size: int) -> DataLoader:
+    def collate_fn(self):
         from functools import partial
 
-        h = self.hparams
-        return DataLoader(self.datasets[key], batch_size=batch_size, shuffle=shuffle, num_workers=h.num_workers,
-                          collate_fn=partial(collate_segmentation, ignore_index=h.ignore_index),
-                          drop_last=shuffle, persistent_workers=h.num_workers > 0,
-                          pin_memory=torch.cuda.is_available())
-
-    def train_dataloader(self) -> DataLoader:
-        return self._loader("train", True, self.hparams.batch_size)
-
-    def val_dataloader(self) -> DataLoader:
-        return self._loader("val", False, self.hparams.val_batch_size)
-
-    def test_dataloader(self) -> DataLoader:
-        return self._loader("test", False, self.hparams.val_batch_size)
-
-    def predict_dataloader(self) -> DataLoader:
-        return self.test_dataloader()
-
-    def skipped_report(self) -> dict[str, int]:
-        """Samples skipped per split (only with ``skip_bad``)."""
-        return {k: d.skipped for k, d in self.datasets.items() if d.skipped}
+        return partial(collate_segmentation, ignore_index=self.hparams.ignore_index)

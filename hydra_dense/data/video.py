@@ -26,13 +26,13 @@ import multiprocessing
 from pathlib import Path
 from typing import Literal, Optional, Sequence
 
-import lightning as L
 import numpy as np
 import torch
-from torch.utils.data import DataLoader, Dataset
+from torch.utils.data import Dataset
 from torchvision import tv_tensors
 from torchvision.transforms import v2
 
+from .base import SplitDataModule
 from .segmentation import IMAGE_EXTS
 
 log = logging.getLogger(__name__)
@@ -283,7 +283,7 @@ def collate_clips(batch):
             torch.tensor([b[2] for b in batch]))
 
 
-class VideoDataModule(L.LightningDataModule):
+class VideoDataModule(SplitDataModule):
     """Video classification data (see the module doc for layouts).
 
     Args:
@@ -357,20 +357,5 @@ class VideoDataModule(L.LightningDataModule):
         if "test" not in self.datasets and stage in (None, "test", "predict"):
             self.datasets["test"] = self._dataset(h.test_split or h.val_split, False, h.num_clips, h.num_crops)
 
-    def _loader(self, key: str, shuffle: bool, bs: int) -> DataLoader:
-        h = self.hparams
-        return DataLoader(self.datasets[key], batch_size=bs, shuffle=shuffle, num_workers=h.num_workers,
-                          collate_fn=collate_clips, drop_last=shuffle, persistent_workers=h.num_workers > 0,
-                          worker_init_fn=None, timeout=600 if h.num_workers > 0 else 0)
-
-    def train_dataloader(self) -> DataLoader:
-        return self._loader("train", True, self.hparams.batch_size)
-
-    def val_dataloader(self) -> DataLoader:
-        return self._loader("val", False, self.hparams.val_batch_size)
-
-    def test_dataloader(self) -> DataLoader:
-        return self._loader("test", False, self.hparams.val_batch_size)
-
-    def skipped_report(self) -> dict[str, int]:
-        return {k: d.skipped for k, d in self.datasets.items() if d.skipped}
+    def collate_fn(self):
+        return collate_clips
