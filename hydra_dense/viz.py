@@ -40,3 +40,35 @@ def overlay_panel(image: torch.Tensor, target: torch.Tensor, pred: torch.Tensor,
     blend = lambda c: ((1 - alpha) * img + alpha * c).astype(np.uint8)  # noqa: E731
     sep = np.full((img.shape[0], 4, 3), 255, np.uint8)
     return np.concatenate([img.astype(np.uint8), sep, blend(gt), sep, blend(pr)], axis=1)
+
+
+def draw_detections(image: torch.Tensor | np.ndarray, pred: dict, class_names: Sequence[str] | None = None,
+                    score_thresh: float = 0.3, mask_threshold: float = 0.5, width: int = 2) -> np.ndarray:
+    """Boxes (labelled ``name score``) and masks of one image's detections drawn over it.
+
+    ``image``: ``(3, H, W)`` float in [0, 1] or uint8, or ``(H, W, 3)`` uint8. ``pred``: torchvision
+    detector output (``boxes``, ``labels``, ``scores``, optional ``masks (N, 1, H, W)``).
+    Returns ``(H, W, 3)`` uint8."""
+    from torchvision.utils import draw_bounding_boxes, draw_segmentation_masks
+
+    img = torch.as_tensor(image)
+    if img.dim() == 3 and img.shape[-1] == 3 and img.shape[0] != 3:
+        img = img.permute(2, 0, 1)
+    if img.is_floating_point():
+        img = (img.clamp(0, 1) * 255).round()
+    img = img.to(torch.uint8).cpu()
+    keep = pred["scores"].detach().cpu() >= score_thresh
+    labels = pred["labels"].detach().cpu()[keep]
+    pal = palette(int(labels.max()) + 1) if len(labels) else None  # label k >= 1 gets colour k (0 is grey)
+    colours = [tuple(int(c) for c in pal[int(k)]) for k in labels] if len(labels) else []
+    if "masks" in pred and keep.any():
+        masks = pred["masks"].detach().cpu()[keep]
+        masks = (masks[:, 0] if masks.dim() == 4 else masks) > mask_threshold
+        img = draw_segmentation_masks(img, masks, alpha=0.45, colors=colours)
+    if keep.any():
+        names = [class_names[int(k) - 1] if class_names and 0 < int(k) <= len(class_names) else str(int(k))
+                 for k in labels]
+        text = [f"{n} {s:.2f}" for n, s in zip(names, pred["scores"].detach().cpu()[keep].tolist())]
+        img = draw_bounding_boxes(img, pred["boxes"].detach().cpu()[keep].float(), labels=text, colors=colours,
+                                  width=width)
+    return img.permute(1, 2, 0).numpy()

@@ -64,11 +64,29 @@ class SimpleFeaturePyramid(nn.Module):
 
         return f"p{int(round(math.log2(stride)))}"
 
-    def forward(self, x: torch.Tensor) -> "OrderedDict[str, torch.Tensor]":
-        outs = [stage(x) for stage in self.stages]
+    def forward(self, x: torch.Tensor, valid: Optional[torch.Tensor] = None) -> "OrderedDict[str, torch.Tensor]":
+        """``valid`` ``(B, 1, h, w)`` (1 = real token, 0 = padding) zeroes padding after every layer,
+        so a map's border sees zeros beyond the image whether that is padding or the map's edge."""
+        outs = [stage(x) if valid is None else _masked(stage, x * valid, valid) for stage in self.stages]
         if self.top_block:
             outs.append(nn.functional.max_pool2d(outs[-1], kernel_size=1, stride=2))
         return OrderedDict(zip(self.strides.keys(), outs))
+
+
+def _masked(module: nn.Module, x: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
+    """Run a (nested) Sequential layer by layer, multiplying by ``valid`` resampled to each output
+    (nearest when upsampled, max when pooled: a cell is real if any real token is under it)."""
+    if isinstance(module, nn.Sequential):
+        for layer in module:
+            x = _masked(layer, x, valid)
+        return x
+    y = module(x)
+    if y.shape[-2:] != valid.shape[-2:]:
+        if y.shape[-1] > valid.shape[-1]:
+            valid = nn.functional.interpolate(valid, size=y.shape[-2:], mode="nearest")
+        else:
+            valid = nn.functional.adaptive_max_pool2d(valid, y.shape[-2:])
+    return y * valid
 
 
 class ViTWithPyramid(nn.Module):
@@ -87,7 +105,13 @@ class ViTWithPyramid(nn.Module):
         self.out_channels = out_channels
 
     def forward(self, x: torch.Tensor, pad_mask: Optional[torch.Tensor] = None) -> "OrderedDict[str, torch.Tensor]":
-        return self.pyramid(self.vit(x, pad_mask)[-1])
+        """With ``pad_mask`` ``(B, H, W)`` (True = padding), padded tokens are kept out of attention
+        and zeroed in every pyramid layer: an image's features do not depend on its batch."""
+        feat = self.vit(x, pad_mask)[-1]
+        if pad_mask is None:
+            return self.pyramid(feat)
+        valid = (~self.vit.token_padding_mask(pad_mask)).to(feat.dtype).view(feat.shape[0], 1, *feat.shape[-2:])
+        return self.pyramid(feat, valid)
 
 
 class MultiLevelRescale(nn.Module):

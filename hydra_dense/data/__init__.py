@@ -1,5 +1,6 @@
 """LightningDataModules and datasets for standard on-disk formats, and the embedded demo data."""
+from .detection import DetectionDataModule, DetectionDataset
 from .segmentation import SegmentationDataModule, SegmentationDataset
 from .video import VideoClipDataset, VideoDataModule
 
-__all__ = ["SegmentationDataModule", "SegmentationDataset", "VideoDataModule", "VideoClipDataset"]
+__all__ = ["DetectionDataModule", "DetectionDataset", "SegmentationDataModule", "SegmentationDataset", "VideoDataModule", "VideoClipDataset"]

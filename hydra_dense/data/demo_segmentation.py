@@ -33,7 +33,10 @@ def default_root() -> Path:
     return cache_dir() / "data" / "digit_scenes"
 
 
-def _scene(rng: np.random.Generator, digits: np.ndarray, labels: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray]:
+def _scene(rng: np.random.Generator, digits: np.ndarray, labels: np.ndarray, size: int,
+           instances: Optional[list] = None) -> tuple[np.ndarray, np.ndarray]:
+    """One scene: image ``(size, size, 3)`` uint8 and label map ``(size, size)``. When a list is
+    given as ``instances``, it receives ``(class, visible mask (size, size) bool)`` per digit."""
     yy, xx = np.mgrid[0:size, 0:size] / size
     base = rng.uniform(0, 90, 3)
     grad = rng.uniform(-50, 50, 3)
@@ -49,6 +52,12 @@ def _scene(rng: np.random.Generator, digits: np.ndarray, labels: np.ndarray, siz
         region = img[y:y + side, x:x + side]
         region[:] = region * (1 - glyph[..., None]) + colour * glyph[..., None]
         mask[y:y + side, x:x + side][glyph > 0.35] = labels[i] + 1
+        if instances is not None:
+            inst = np.zeros((size, size), bool)
+            inst[y:y + side, x:x + side] = glyph > 0.35
+            for _, earlier in instances:  # this digit occludes the ones before it
+                earlier &= ~inst
+            instances.append((int(labels[i]) + 1, inst))
     return np.clip(img, 0, 255).astype(np.uint8), mask
 
 

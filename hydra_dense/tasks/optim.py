@@ -57,9 +57,9 @@ def warmup_schedule(total_steps: int, warmup_steps: int, kind: Literal["poly", "
 
 def make_optimizer(backbone: nn.Module, others: Sequence[nn.Module], lr: float, weight_decay: float,
                    layer_decay: float, head_lr_mult: float, total_steps: int, warmup_steps: int, schedule: str,
-                   betas: tuple[float, float] = (0.9, 0.999)) -> dict:
+                   betas: tuple[float, float] = (0.9, 0.999), milestones: Sequence[float] = (0.67, 0.89)) -> dict:
     """Lightning ``configure_optimizers`` return value (AdamW + per-step LambdaLR)."""
     opt = torch.optim.AdamW(build_param_groups(backbone, others, lr, weight_decay, layer_decay, head_lr_mult),
                             lr=lr, betas=betas)
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, warmup_schedule(total_steps, warmup_steps, schedule))  # type: ignore[arg-type]
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, warmup_schedule(total_steps, warmup_steps, schedule, milestones=milestones))  # type: ignore[arg-type]
     return {"optimizer": opt, "lr_scheduler": {"scheduler": sched, "interval": "step", "frequency": 1}}

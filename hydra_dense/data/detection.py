@@ -1,0 +1,287 @@
+"""Object detection / instance segmentation data: COCO json or Pascal-VOC XML, transforms v2.
+
+Layouts (``format`` init arg):
+
+- ``coco``: ``<root>/<train_json>`` + images in ``<root>/<train_images>`` (defaults are COCO 2017's
+  ``annotations/instances_train2017.json`` and ``train2017/``; same for val). Boxes, polygon and
+  RLE masks, ``iscrowd``; category ids are mapped to contiguous labels ``1..K`` in id order.
+- ``voc``: ``<root>/Annotations/*.xml`` + ``<root>/JPEGImages/`` restricted to the ids listed in
+  ``<root>/ImageSets/Main/{split}.txt`` (the VOC devkit layout; ``voc_*`` args change the folders).
+
+Samples are ``(image (3, H, W) float in [0, 1], target dict, index)``; the target holds
+``boxes (N, 4)`` xyxy, ``labels (N,)``, ``iscrowd (N,)``, ``image_id`` and, with ``masks: true``,
+``masks (N, H, W)`` uint8. Normalisation and batch padding are the detector's job (its transform
+knows the image sizes and hands the padding mask to the backbone). Training drops crowd /
+difficult instances (torchvision's detectors have no ignore regions); evaluation keeps them, and
+the COCO metric ignores them.
+"""
+from __future__ import annotations
+
+import logging
+import multiprocessing
+import random
+from pathlib import Path
+from typing import Any, Literal, Optional
+
+import numpy as np
+import torch
+from PIL import Image
+from torch.utils.data import Dataset
+from torchvision import tv_tensors
+from torchvision.transforms import v2
+from torchvision.transforms.v2 import functional as TF
+from torchvision.transforms.v2._utils import query_size
+
+from .base import SplitDataModule
+from .detection_formats import CocoAnnotations, ImageRecord, decode_segmentation, read_coco, read_voc
+from .segmentation import SampleError
+
+log = logging.getLogger(__name__)
+
+__all__ = ["DetectionDataset", "DetectionDataModule", "RandomCropUpTo", "collate_detection"]
+
+
+class RandomCropUpTo(v2.Transform):
+    """Random ``size x size`` crop, or the whole side where the image is smaller (no padding:
+    the detector pads batches itself and masks the padding out of attention)."""
+
+    def __init__(self, size: int) -> None:
+        super().__init__()
+        self.size = int(size)
+
+    def make_params(self, flat_inputs: list[Any]) -> dict[str, Any]:
+        h, w = query_size(flat_inputs)
+        ch, cw = min(self.size, h), min(self.size, w)
+        return dict(top=random.randint(0, h - ch), left=random.randint(0, w - cw), height=ch, width=cw)
+
+    def transform(self, inpt: Any, params: dict[str, Any]) -> Any:
+        return self._call_kernel(TF.crop, inpt, **params)
+
+
+class DetectionDataset(Dataset):
+    """:class:`ImageRecord` list -> ``(image, target, index)`` after ``transform``.
+
+    ``train`` drops crowd instances. Unreadable images or annotations that disagree with the image
+    raise :class:`SampleError` naming the file, or are skipped and counted with ``skip_bad``."""
+
+    def __init__(self, records: list[ImageRecord], transform=None, train: bool = False, masks: bool = False,
+                 skip_bad: bool = False) -> None:
+        self.records, self.transform, self.train, self.masks = records, transform, train, masks
+        self.skip_bad = skip_bad
+        self._skipped = multiprocessing.Value("i", 0)  # shared with data-loader workers
+
+    @property
+    def skipped(self) -> int:
+        return self._skipped.value
+
+    def __len__(self) -> int:
+        return len(self.records)
+
+    def load(self, i: int) -> tuple[tv_tensors.Image, dict]:
+        rec = self.records[i]
+        try:
+            with Image.open(rec.path) as im:
+                img = np.asarray(im.convert("RGB"))
+        except Exception as err:
+            raise SampleError(f"cannot read image {rec.path}: {err}") from err
+        H, W = img.shape[:2]
+        if (W, H) != (rec.width, rec.height):
+            raise SampleError(f"image {rec.path} is {W}x{H} but its annotation says {rec.width}x{rec.height}")
+        keep = ~rec.iscrowd if self.train else np.ones(len(rec.labels), bool)
+        target: dict[str, Any] = dict(
+            boxes=tv_tensors.BoundingBoxes(torch.from_numpy(rec.boxes[keep]).reshape(-1, 4), format="XYXY",
+                                           canvas_size=(H, W)),
+            labels=torch.from_numpy(rec.labels[keep]), iscrowd=torch.from_numpy(rec.iscrowd[keep]),
+            image_id=rec.image_id)
+        if self.masks:
+            segs = [s for s, k in zip(rec.segmentations or [], keep) if k]
+            try:
+                m = np.stack([decode_segmentation(s, H, W) for s in segs]) if segs else np.zeros((0, H, W), np.uint8)
+            except Exception as err:
+                raise SampleError(f"cannot decode the masks of image {rec.path} (id {rec.image_id}): {err}") from err
+            if m.shape[1:] != (H, W):
+                raise SampleError(f"masks of image {rec.path} are {m.shape[2]}x{m.shape[1]}, the image is {W}x{H}")
+            target["masks"] = tv_tensors.Mask(torch.from_numpy(m))
+        return tv_tensors.Image(torch.from_numpy(img.copy()).permute(2, 0, 1)), target
+
+    def __getitem__(self, i: int):
+        try:
+            img, target = self.load(i)
+        except SampleError as err:
+            if not self.skip_bad:
+                raise
+            with self._skipped.get_lock():
+                self._skipped.value += 1
+            log.warning("skipping sample %d: %s", i, err)
+            return None
+        if self.transform is not None:
+            img, target = self.transform(img, target)
+        target["boxes"] = target["boxes"].as_subclass(torch.Tensor)
+        if "masks" in target:
+            target["masks"] = target["masks"].as_subclass(torch.Tensor)
+        return img.as_subclass(torch.Tensor), target, i
+
+
+def collate_detection(batch):
+    """Lists of images ``(3, H_i, W_i)``, targets and indices (torchvision detectors take lists);
+    skipped samples (None) are dropped; None when all were."""
+    batch = [b for b in batch if b is not None]
+    if not batch:
+        return None
+    images, targets, idx = zip(*batch)
+    return list(images), list(targets), torch.tensor(idx)
+
+
+class DetectionDataModule(SplitDataModule):
+    """COCO-json or VOC-XML detection data with torchvision.transforms.v2 augmentation.
+
+    Args:
+        root: dataset folder. format: ``coco`` or ``voc``.
+        train_json / val_json / test_json, train_images / val_images / test_images: COCO files and
+            image folders, relative to ``root`` (test defaults to val).
+        masks: load instance masks (Mask R-CNN). num_classes: if given, checked against the data.
+        train_size: training scale. With ``lsj`` (ViTDet's large-scale jitter) the image is
+            resized to ``train_size * U(scale_range)`` (longest side) and randomly cropped to at most
+            ``train_size``; without it, the shortest side is resized to a random ``train_sizes``
+            entry capped by ``train_max_size`` (None: images keep their size).
+        hflip: random horizontal flip. photometric: colour jitter.
+        voc_annotations / voc_images / voc_split_file: the VOC folders; ``{split}`` is replaced.
+        voc_classes: VOC label order (default: every name found, sorted).
+        skip_bad: skip unreadable samples (counted) instead of failing.
+    """
+
+    def __init__(
+        self,
+        root: str,
+        format: Literal["coco", "voc"] = "coco",
+        train_json: str = "annotations/instances_train2017.json",
+        val_json: str = "annotations/instances_val2017.json",
+        test_json: Optional[str] = None,
+        train_images: str = "train2017",
+        val_images: str = "val2017",
+        test_images: Optional[str] = None,
+        masks: bool = False,
+        num_classes: Optional[int] = None,
+        lsj: bool = False,
+        train_size: int = 1024,
+        scale_range: tuple[float, float] = (0.1, 2.0),
+        train_sizes: Optional[list[int]] = None,
+        train_max_size: int = 1333,
+        hflip: bool = True,
+        vflip: bool = False,
+        photometric: bool = False,
+        voc_annotations: str = "Annotations",
+        voc_images: str = "JPEGImages",
+        voc_split_file: Optional[str] = "ImageSets/Main/{split}.txt",
+        train_split: str = "train",
+        val_split: str = "val",
+        test_split: Optional[str] = None,
+        voc_classes: Optional[list[str]] = None,
+        batch_size: int = 2,
+        val_batch_size: int = 1,
+        num_workers: int = 2,
+        skip_bad: bool = False,
+        limit_train: Optional[int] = None,
+    ) -> None:
+        super().__init__()
+        # num_classes is only checked here; kept out of hparams so an unset one does not clash with
+        # the model's in Lightning's hparams merge (the model checks its own against the data)
+        self.save_hyperparameters(ignore=["num_classes"])
+        self.root = Path(root).expanduser()
+        if not self.root.is_dir():
+            raise FileNotFoundError(f"data.root: dataset folder {self.root} does not exist")
+        if format not in ("coco", "voc"):
+            raise ValueError(f"data.format: unknown format {format!r}; choose coco or voc")
+        self.datasets: dict[str, DetectionDataset] = {}
+        self.annotations: dict[str, CocoAnnotations] = {}
+        train = self._read("train")  # read now: label order, class names and errors before training
+        self.category_ids, self.class_names = train.category_ids, train.class_names
+        if num_classes is not None and num_classes != len(self.category_ids):
+            raise ValueError(f"data.num_classes={num_classes} but {self._source('train')} defines "
+                             f"{len(self.category_ids)} categories: {self.class_names[:10]}")
+
+    @property
+    def num_classes(self) -> int:
+        return len(self.category_ids)
+
+    def _source(self, split: str) -> str:
+        h = self.hparams
+        if h.format == "voc":
+            return str(self.root / h.voc_annotations)
+        return str(self.root / {"train": h.train_json, "val": h.val_json, "test": h.test_json or h.val_json}[split])
+
+    def _read(self, split: str) -> CocoAnnotations:
+        if split in self.annotations:
+            return self.annotations[split]
+        h = self.hparams
+        known = self.annotations["train"].category_ids if "train" in self.annotations else None
+        if h.format == "coco":
+            images = {"train": h.train_images, "val": h.val_images, "test": h.test_images or h.val_images}[split]
+            if not (self.root / images).is_dir():
+                raise FileNotFoundError(f"data.{split}_images: image folder {self.root / images} does not exist")
+            ann = read_coco(self._source(split), self.root / images, with_masks=h.masks, category_ids=known)
+        else:
+            if h.masks:
+                raise ValueError("data.masks: VOC XML has no instance masks; use format: coco for Mask R-CNN")
+            name = {"train": h.train_split, "val": h.val_split, "test": h.test_split or h.val_split}[split]
+            ann_dir = self.root / h.voc_annotations
+            if not ann_dir.is_dir():
+                raise FileNotFoundError(f"data.voc_annotations: folder {ann_dir} does not exist")
+            if h.voc_split_file:
+                list_path = self.root / h.voc_split_file.format(split=name)
+                if not list_path.is_file():
+                    raise FileNotFoundError(f"data.voc_split_file: {list_path} does not exist")
+                ids = [s.strip() for s in list_path.read_text().split() if s.strip()]
+                xmls = [ann_dir / f"{i}.xml" for i in ids]
+                absent = [str(x) for x in xmls if not x.is_file()]
+                if absent:
+                    raise FileNotFoundError(f"{list_path} lists ids without an XML file: {absent[:5]}")
+            else:
+                xmls = sorted(ann_dir.glob("*.xml"))
+            names = h.voc_classes or (self.annotations["train"].class_names if known else None)
+            ann = read_voc(xmls, self.root / h.voc_images if h.voc_images else None, names)
+        if not ann.records:
+            raise ValueError(f"{self._source(split)}: the {split} split has no images")
+        self.annotations[split] = ann
+        return ann
+
+    def data_report(self) -> str:
+        """What the readers clipped, dropped and kept, per split."""
+        return "\n".join(a.report.summary() for a in self.annotations.values())
+
+    def train_transform(self) -> v2.Compose:
+        h = self.hparams
+        if h.lsj:
+            steps = [v2.ScaleJitter((h.train_size, h.train_size), scale_range=tuple(h.scale_range), antialias=True),
+                     RandomCropUpTo(h.train_size)]
+        elif h.train_sizes:
+            steps = [v2.RandomShortestSize(list(h.train_sizes), max_size=h.train_max_size, antialias=True)]
+        else:
+            steps = []
+        if h.hflip:
+            steps.append(v2.RandomHorizontalFlip())
+        if h.vflip:
+            steps.append(v2.RandomVerticalFlip())
+        if h.photometric:
+            steps.append(v2.RandomPhotometricDistort(p=0.5))
+        return v2.Compose(steps + [v2.SanitizeBoundingBoxes(min_size=1), v2.ToDtype(torch.float32, scale=True)])
+
+    def eval_transform(self) -> v2.Compose:
+        return v2.Compose([v2.ToDtype(torch.float32, scale=True)])
+
+    def setup(self, stage: Optional[str] = None) -> None:
+        h = self.hparams
+        if stage in (None, "fit") and "train" not in self.datasets:
+            records = self._read("train").records
+            if h.limit_train:
+                records = records[: h.limit_train]
+            self.datasets["train"] = DetectionDataset(records, self.train_transform(), True, h.masks, h.skip_bad)
+        if stage in (None, "fit", "validate") and "val" not in self.datasets:
+            self.datasets["val"] = DetectionDataset(self._read("val").records, self.eval_transform(), False, h.masks,
+                                                    h.skip_bad)
+        if stage in (None, "test", "predict") and "test" not in self.datasets:
+            self.datasets["test"] = DetectionDataset(self._read("test").records, self.eval_transform(), False,
+                                                     h.masks, h.skip_bad)
+
+    def collate_fn(self):
+        return collate_detection
