@@ -45,6 +45,14 @@ def _prepare_default_data(config: Path) -> None:
         from .data.demo_video import prepare as prepare_video
 
         prepare_video()
+    if "deepforest_trees" in text:
+        from .data.demo_detection import prepare as prepare_trees
+
+        prepare_trees()
+    if "digit_instances" in text:
+        from .data.demo_instances import prepare as prepare_instances
+
+        prepare_instances()
 
 
 def _pretrained_weights(mode: str) -> Optional[str]:
@@ -83,7 +91,7 @@ class _TrainClock:
             def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
                 self.seconds += time.perf_counter() - self._t
                 if batch is not None:
-                    self.images += batch[0].shape[0]
+                    self.images += len(batch[0])  # a tensor batch or a list of images (detection)
 
         return Clock()
 
@@ -184,22 +192,28 @@ def run_comparison(args: argparse.Namespace, overrides: list[str]) -> list[dict]
     print("\n=== speed (interleaved, after warm-up) ===", flush=True)
     dm.setup("validate")
     batch = next(iter(dm.val_dataloader()))
-    images = batch[0][: args.speed_batch].to(next(iter(models.values())).device)
+    device = next(iter(models.values())).device
+    images = batch[0][: args.speed_batch]
+    images = [im.to(device) for im in images] if isinstance(images, list) else images.to(device)
     with torch.inference_mode():
         t = interleaved_medians({n: (lambda m=m: m(images)) for n, m in models.items()}, warmup=1,
                                 repeats=args.speed_repeats)
     for r in rows:
-        r["infer_img_s"] = images.shape[0] / t[r["plan"]]
+        r["infer_img_s"] = len(images) / t[r["plan"]]
     big = None
     if str(args.speed_size) not in ("0", ""):
         from .bench.specs import parse_size
 
-        if images.dim() == 5:  # clips
+        if images[0].dim() == 4:  # clips
             size = parse_size(args.speed_size if str(args.speed_size).count("x") == 2 else "32x224x224")
-            big = torch.randn(1, 3, size.frames, size.height, size.width, device=images.device)
+            big = torch.randn(1, 3, size.frames, size.height, size.width, device=device)
         else:
             size = parse_size(str(args.speed_size))
-            big = torch.randn(1, 3, size.height, size.width, device=images.device)
+            big = torch.randn(1, 3, size.height, size.width, device=device)
+        for m in models.values():  # detectors: time the big input at its size, not resized to the eval size
+            transform = getattr(getattr(m, "detector", None), "transform", None)
+            if transform is not None:
+                transform.resize_eval = False
         with torch.inference_mode():
             t = interleaved_medians({n: (lambda m=m: m(big)) for n, m in models.items()}, warmup=1,
                                     repeats=max(2, args.speed_repeats // 2))
@@ -216,7 +230,7 @@ def run_comparison(args: argparse.Namespace, overrides: list[str]) -> list[dict]
     table = markdown_table(rows, TABLE_COLUMNS)
     legend = (f"score = {rows[0]['metric']} (%) on the validation split; train_img_s = training images/s "
               f"(batches only); infer_img_s = inference images/s at the evaluation size (batch "
-              f"{images.shape[0]}, {'x'.join(map(str, images.shape[2:]))}); infer_img_s_big / speedup_big = "
+              f"{len(images)}, {'x'.join(map(str, images[0].shape[1:]))}); infer_img_s_big / speedup_big = "
               f"whole-model inference at {'x'.join(map(str, big.shape[2:])) if big is not None else '-'} "
               f"(speedup vs the first plan), "
               f"flop_ideal_big = FLOP ratio there (FlopCounterMode, SDPA on its math path); "

@@ -60,3 +60,25 @@ def test_compare_video(tmp_path):
             "batch_size": 4, "val_batch_size": 4, "num_workers": 0}}}
     rows = _run(tmp_path, config, ["--speed-size", "8x64x64"])
     assert rows[0]["metric"] == "val_top1" and rows[0]["metric2"] == "val_top4"
+
+
+def test_compare_detection(tmp_path):
+    from hydra_dense.data.demo_instances import prepare
+
+    root = prepare(tmp_path / "inst", n_train=8, n_val=4, size=80)
+    config = {"seed_everything": 0, "trainer": TRAINER, "model": {
+        "class_path": "hydra_dense.tasks.DetectionTask", "init_args": {
+            "backbone": {"class_path": "hydra_dense.backbones.ViT", "init_args": {
+                "size": None, "embed_dim": 32, "depth": 2, "num_heads": 2, "patch_size": 16, "img_size": 64,
+                "class_token": False, "out_indices": [1]}},
+            "num_classes": 10, "detector": "mask_rcnn", "pyramid_channels": 16, "min_size": 64, "max_size": 64,
+            "resize_train": True, "warmup_steps": 1, "score_thresh": 0.0}},
+        "data": {"class_path": "hydra_dense.data.DetectionDataModule", "init_args": {
+            "root": str(root), "train_json": "annotations/instances_train.json",
+            "val_json": "annotations/instances_val.json", "train_images": "train", "val_images": "val",
+            "masks": True, "batch_size": 4, "val_batch_size": 2, "num_workers": 0}}}
+    rows = _run(tmp_path, config, ["--speed-size", "128"])
+    assert rows[0]["metric"] == "val_mAP" and rows[0]["metric2"] == "val_mAP_50"
+    # the big input is timed at its own size (not resized to the 64-px evaluation size): Hydra's FLOPs differ
+    assert float(rows[2]["flop_ideal_big"]) > 1.0
+    assert "| digit_0 |" in (tmp_path / "out" / "per_class.md").read_text()

@@ -200,3 +200,32 @@ def test_detection_configs_instantiate(path, digits, tmp_path):
                 f"--trainer.default_root_dir={tmp_path}"], run=False)
     assert isinstance(cli.model, DetectionTask) and cli.model.hparams.num_classes == cli.datamodule.num_classes
     assert len(CONFIGS) >= 3
+
+
+def test_visualize_detections_tool(digits, tmp_path):
+    import subprocess
+    import sys
+
+    from PIL import Image
+
+    img = digits / "val" / "scene_00000.jpg"
+    proc = subprocess.run([sys.executable, str(ROOT / "tools" / "visualize.py"), "det", "--config",
+                           str(ROOT / "configs" / "detection" / "demo_digits_mask_rcnn.yaml"), "--images", str(img),
+                           "--score", "0", "--out", str(tmp_path), f"--data.init_args.root={digits}"],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    out = tmp_path / "scene_00000_det.png"
+    assert out.is_file() and Image.open(out).size == (160, 80)  # image | detections drawn over it
+    assert "detections with score >= 0.0" in proc.stdout
+
+
+def test_bf16_mixed_training_step(digits, tmp_path):
+    """``--trainer.precision=bf16-mixed`` (autocast) runs the whole detector, Hydra op included."""
+    L.seed_everything(0)
+    task = tiny_task("mask_rcnn", write_predictions=False, num_overlays=0)
+    trainer = L.Trainer(max_steps=2, accelerator="cpu", precision="bf16-mixed", logger=False,
+                        enable_checkpointing=False, enable_progress_bar=False, limit_val_batches=1,
+                        num_sanity_val_steps=0, default_root_dir=tmp_path)
+    trainer.fit(task, datamodule=digit_dm(digits))
+    assert trainer.global_step == 2
+    assert torch.isfinite(trainer.callback_metrics["train_loss"])

@@ -10,6 +10,8 @@ Examples (CPU numbers are noisy in absolute terms; compare ratios from one run):
     python tools/benchmark.py --level op --op-shape 8x4096x768       # Hydra op vs q+k+v floor
     python tools/benchmark.py --level shares --sizes 224,384,512,1024,1080p   # attention FLOP share
     python tools/benchmark.py --model seg_uper:vit_base --sizes 512,1024 --mode train   # whole segmentation model
+    python tools/benchmark.py --model det_mask_rcnn:vit_base --sizes 1024 --mode train \
+        --plans msa,hydra,vitdet_msa,vitdet_hydra                      # whole Mask R-CNN, one training step
 
 Sizes are ``S``, ``HxW``, ``FxHxW`` (clips) or 1080p / 720p / 4k; a size that is not a multiple
 of the patch is padded (the row says so). Plans: msa, hydra, none (no token mixing: the floor),
@@ -29,6 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import torch  # noqa: E402
 
 from hydra_dense.bench.backbone import MODELS, PIPELINES, ROW_COLUMNS, BenchSettings, attention_flop_shares, bench_backbones  # noqa: E402
+from hydra_dense.bench.detection import DETECTION_PIPELINES  # noqa: E402
 from hydra_dense.bench.op import OP_COLUMNS, bench_hydra_op  # noqa: E402
 from hydra_dense.bench.report import markdown_table, plot_backbone_rows, write_csv  # noqa: E402
 from hydra_dense.bench.specs import parse_devices, parse_dtype, parse_size, plan_from_name  # noqa: E402
@@ -43,7 +46,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--level", choices=["backbone", "op", "shares"], default="backbone")
     p.add_argument("--model", default="vit_base", help=f"a backbone ({', '.join(sorted(MODELS))}) or a whole task "
-                   f"model ({', '.join(sorted(PIPELINES))}:<backbone>, e.g. seg_uper:vit_base)")
+                   f"model ({', '.join(sorted(PIPELINES) + sorted(DETECTION_PIPELINES))}:<backbone>, "
+                   f"e.g. seg_uper:vit_base, det_mask_rcnn:vit_base)")
     p.add_argument("--plans", default="msa,hydra,none")
     p.add_argument("--sizes", default="224,512,1024")
     p.add_argument("--patch-size", type=int, default=16)
@@ -80,9 +84,10 @@ def main(argv=None) -> int:
         for plan in plans:
             plan_from_name(plan, 12)
         task, _, inner = args.model.partition(":")
-        if args.model not in MODELS and not (task in PIPELINES and (inner or "vit_base") in MODELS):
+        pipelines = sorted(PIPELINES) + sorted(DETECTION_PIPELINES)
+        if args.model not in MODELS and not (task in pipelines and (inner or "vit_base") in MODELS):
             raise ValueError(f"unknown model {args.model!r}; choose from {', '.join(sorted(MODELS))} "
-                             f"or {', '.join(sorted(PIPELINES))}:<backbone>")
+                             f"or {', '.join(pipelines)}:<backbone>")
     except ValueError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

@@ -1,9 +1,13 @@
 #!/usr/bin/env python
-"""Look at what the models do: segmentation overlays, and Hydra vs MSA attention maps.
+"""Look at what the models do: segmentation overlays, detections, and Hydra vs MSA attention maps.
 
     # predicted masks over images, from a trained run
     python tools/visualize.py seg --config configs/segmentation/demo_digits.yaml \
         --ckpt runs/compare/msa/lightning_logs/version_0/checkpoints/last.ckpt --images a.jpg b.jpg --out viz/
+
+    # predicted boxes (and Mask R-CNN masks) over images, from a trained detection run
+    python tools/visualize.py det --config configs/detection/demo_trees.yaml \
+        --ckpt runs/compare_det/hydra/lightning_logs/version_0/checkpoints/last.ckpt --images a.png --out viz/
 
     # attention of one query patch, per block: MSA model next to Hydra model (same image, same query)
     python tools/visualize.py attention --image a.jpg --query 4,5 \
@@ -121,6 +125,32 @@ def cmd_seg(args) -> None:
         print(dst)
 
 
+def cmd_det(args) -> None:
+    from hydra_dense.cli import main as cli_main
+    from hydra_dense.viz import draw_detections
+
+    cli = cli_main(["--config", args.config, *args.overrides], run=False)
+    task = cli.model.eval()
+    if args.ckpt:
+        state = torch.load(args.ckpt, map_location="cpu", weights_only=True)["state_dict"]
+        task.load_state_dict(state)
+    names = getattr(cli.datamodule, "class_names", None)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    for path in args.images:
+        try:
+            arr = np.array(Image.open(path).convert("RGB"))
+        except Exception as err:
+            raise SystemExit(f"error: cannot read image {path}: {err}")
+        x = torch.from_numpy(arr).permute(2, 0, 1).float() / 255
+        with torch.no_grad():
+            pred = task([x])[0]
+        panel = draw_detections(arr, pred, names, score_thresh=args.score)
+        dst = out / f"{Path(path).stem}_det.png"
+        Image.fromarray(np.concatenate([arr, panel], axis=1)).save(dst)
+        print(f"{dst}: {int((pred['scores'] >= args.score).sum())} detections with score >= {args.score}")
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -138,8 +168,19 @@ def main(argv=None) -> int:
     s.add_argument("--size", type=int, default=0)
     s.add_argument("--out", default="viz")
     s.add_argument("overrides", nargs="*", help="LightningCLI overrides, e.g. --data.init_args.root=...")
-    args = p.parse_args(argv)
-    {"attention": cmd_attention, "seg": cmd_seg}[args.cmd](args)
+    d = sub.add_parser("det", help="predicted boxes and masks over images")
+    d.add_argument("--config", required=True)
+    d.add_argument("--ckpt")
+    d.add_argument("--images", nargs="+", required=True)
+    d.add_argument("--score", type=float, default=0.5, help="draw detections with at least this score")
+    d.add_argument("--out", default="viz")
+    d.add_argument("overrides", nargs="*", help="LightningCLI overrides, e.g. --data.init_args.root=...")
+    args, extra = p.parse_known_args(argv)  # --key=value overrides for LightningCLI
+    if extra and args.cmd == "attention":
+        p.error(f"unrecognized arguments: {' '.join(extra)}")
+    if extra:
+        args.overrides = [*args.overrides, *extra]
+    {"attention": cmd_attention, "seg": cmd_seg, "det": cmd_det}[args.cmd](args)
     return 0
 
 

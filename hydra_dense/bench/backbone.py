@@ -75,15 +75,37 @@ def _pipeline(model: str, plan: str, patch_size: int, grad_checkpointing: bool) 
     return SegmentationTask(backbone, num_classes=150, **spec)
 
 
+def _detection_pipeline(model: str, plan: str, patch_size: int, grad_checkpointing: bool) -> nn.Module:
+    from .detection import build_detection_pipeline
+
+    task, _, backbone_name = model.partition(":")
+    cls, kwargs = MODELS[backbone_name or "vit_base"]
+    depth = kwargs.get("depth") or {"tiny": 12, "small": 12, "base": 12, "large": 24}[kwargs["size"]]
+    vit = cls(**kwargs, patch_size=patch_size, grad_checkpointing=grad_checkpointing, class_token=False,
+              plan=plan_from_name(plan, depth), out_indices=[-1], out_norm=False)  # ViTDet layout
+    return build_detection_pipeline(task, vit)
+
+
+def _is_detection(model: str) -> bool:
+    from .detection import DETECTION_PIPELINES
+
+    return model.partition(":")[0] in DETECTION_PIPELINES
+
+
 def build_backbone(model: str, plan: str, patch_size: int = 16, tubelet_size: int = 2,
                    grad_checkpointing: bool = False) -> nn.Module:
     """A benchmark backbone (no cls token, so tokens = grid cells) with the named plan, or a whole
-    task model for pipeline names (``seg_uper:vit_base``, ``seg_linear:vit_base``)."""
+    task model for pipeline names (``seg_uper:vit_base``, ``seg_linear:vit_base``,
+    ``det_mask_rcnn:vit_base``, ``det_faster_rcnn:…``, ``det_retinanet:…``)."""
     if model.partition(":")[0] in PIPELINES:
         return _pipeline(model, plan, patch_size, grad_checkpointing)
+    if _is_detection(model):
+        return _detection_pipeline(model, plan, patch_size, grad_checkpointing)
     if model not in MODELS:
+        from .detection import DETECTION_PIPELINES
+
         raise ValueError(f"unknown model {model!r}; choose from {sorted(MODELS)} or a pipeline "
-                         f"{sorted(PIPELINES)}:<backbone>")
+                         f"{sorted(PIPELINES) + sorted(DETECTION_PIPELINES)}:<backbone>")
     cls, kwargs = MODELS[model]
     kwargs = dict(kwargs, patch_size=patch_size, grad_checkpointing=grad_checkpointing)
     depth = kwargs.get("depth") or {"tiny": 12, "small": 12, "base": 12, "large": 24}[kwargs["size"]]
@@ -149,8 +171,27 @@ def _build_step(s: BenchSettings, plan: str, size: InputSize) -> Callable[[], No
     return _step_fn(model, _input(model, size, s.batch, s.device), s)
 
 
+def _count_real(model_name: str, plan: str, size: InputSize, s: BenchSettings) -> int:
+    """FLOPs of one step on real tensors (detectors: their sampling and NMS are data dependent)."""
+    from .detection import count_flops_real
+
+    torch.manual_seed(0)
+    model = build_backbone(model_name, plan, s.patch_size, s.tubelet_size)
+    x = _input(model, size, s.batch, "cpu")
+    if s.mode == "infer":
+        model.eval()
+        with torch.no_grad():
+            return count_flops_real(lambda: model(x))
+    model.train()
+    return count_flops_real(lambda: model(x).backward())
+
+
 def _count(model_name: str, plan: str, size: InputSize, s: BenchSettings) -> int:
     """FLOPs of one step, counted on the meta device (no memory, exact shapes)."""
+    if _is_detection(model_name):
+        flops = _count_real(model_name, plan, size, s)
+        model = build_backbone(model_name, plan, s.patch_size)
+        return flops + _hydra_extra(model_name, plan, size, s, _vit(model).attention_kinds, model)
     with torch.device("meta"):
         model = build_backbone(model_name, plan, s.patch_size, s.tubelet_size)
         x = _input(model, size, s.batch, "meta")
@@ -162,13 +203,20 @@ def _count(model_name: str, plan: str, size: InputSize, s: BenchSettings) -> int
             out = model(x)
             outs = out if isinstance(out, (list, tuple)) else [out]
             sum(o.mean() for o in outs).backward()
-    flops = count_flops(fn)
-    kinds = _vit(model).attention_kinds
+    return count_flops(fn) + _hydra_extra(model_name, plan, size, s, _vit(model).attention_kinds, model)
+
+
+def _hydra_extra(model_name: str, plan: str, size: InputSize, s: BenchSettings, kinds: list[str],
+                 model: Optional[nn.Module] = None) -> int:
+    """Hydra's elementwise work (not counted by FlopCounterMode), by formula; x3 for training."""
     n_hydra = kinds.count("hydra")
-    if n_hydra:
-        flops += hydra_flops_by_formula(_tokens(model, size) * s.batch, _vit(model).embed_dim, n_hydra) * (
-            1 if s.mode == "infer" else 3)
-    return flops
+    if not n_hydra:
+        return 0
+    if model is None:
+        with torch.device("meta"):
+            model = build_backbone(model_name, plan, s.patch_size, s.tubelet_size)
+    return hydra_flops_by_formula(_tokens(model, size) * s.batch, _vit(model).embed_dim, n_hydra) * (
+        1 if s.mode == "infer" else 3)
 
 
 def _is_oom(err: BaseException) -> bool:

@@ -39,7 +39,8 @@ class DetectionTask(L.LightningModule):
         min_size, max_size, resize_train, resize_eval: the detector's own resize (ViTDet LSJ
             recipe: the data module resizes for training, evaluation resizes the longest side
             to 1024: ``min_size = max_size = 1024``).
-        detections_per_img, score_thresh: post-processing.
+        detections_per_img, score_thresh: post-processing. box_batch_size_per_image: RoIs sampled
+            per image for the R-CNN box head in training (512 as detectron2; fewer is cheaper).
         lr, weight_decay, layer_decay, head_lr_mult, warmup_steps, schedule, milestones: AdamW
             with layer-wise lr decay, linear warm-up, then step (at ``milestones`` fractions of
             the run) / cosine / poly; total steps from the trainer.
@@ -66,6 +67,7 @@ class DetectionTask(L.LightningModule):
         image_std: Sequence[float] = (0.229, 0.224, 0.225),
         detections_per_img: int = 100,
         score_thresh: float = 0.05,
+        box_batch_size_per_image: int = 512,
         lr: float = 1e-4,
         weight_decay: float = 0.1,
         layer_decay: float = 0.7,
@@ -82,7 +84,7 @@ class DetectionTask(L.LightningModule):
         pyramid_backbone = PaddedPyramidBackbone(backbone, pyramid_channels, tuple(pyramid_scales), top_block)
         self.detector = build_detector(detector, pyramid_backbone, num_classes, anchor_sizes, aspect_ratios,
                                        min_size, max_size, image_mean, image_std, resize_train, resize_eval,
-                                       detections_per_img, score_thresh)
+                                       detections_per_img, score_thresh, box_batch_size_per_image)
         self.with_masks = detector == "mask_rcnn"
         iou_type = ("bbox", "segm") if self.with_masks else "bbox"
         self.val_map = MeanAveragePrecision(iou_type=iou_type, class_metrics=True, backend="pycocotools")
