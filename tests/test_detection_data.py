@@ -187,6 +187,22 @@ def test_lsj_crop_keeps_boxes_and_masks_aligned(tmp_path):
     assert crop(torch.zeros(3, 10, 40)).shape == (3, 10, 16)
 
 
+def test_crop_drops_boxes_mostly_cut_off():
+    from torchvision import tv_tensors
+    from torchvision.transforms import v2
+
+    boxes = tv_tensors.BoundingBoxes(torch.tensor([[0.0, 0, 10, 10], [36, 5, 46, 15], [35, 20, 45, 30]]),
+                                     format="XYXY", canvas_size=(50, 50))
+    masks = tv_tensors.Mask(torch.ones(3, 50, 50, dtype=torch.uint8))
+    t = dict(boxes=boxes, labels=torch.tensor([1, 2, 3]), masks=masks)
+    crop = RandomCropUpTo(40, min_visible=0.5)
+    crop.make_params = lambda flat: dict(top=0, left=0, height=40, width=40)
+    img, out = v2.Compose([crop, v2.SanitizeBoundingBoxes()])(tv_tensors.Image(torch.zeros(3, 50, 50)), t)
+    # the 2nd box keeps 4 of its 10 columns (dropped), the 3rd exactly half (kept, clipped)
+    assert out["labels"].tolist() == [1, 3] and out["masks"].shape == (2, 40, 40)
+    assert out["boxes"].tolist() == [[0, 0, 10, 10], [35, 20, 40, 30]]
+
+
 def test_tree_tiles_split_by_area_without_leaks(tmp_path):
     from hydra_dense.data.demo_detection import prepare
 

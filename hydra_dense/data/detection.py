@@ -43,11 +43,17 @@ __all__ = ["DetectionDataset", "DetectionDataModule", "RandomCropUpTo", "collate
 
 class RandomCropUpTo(v2.Transform):
     """Random ``size x size`` crop, or the whole side where the image is smaller (no padding:
-    the detector pads batches itself and masks the padding out of attention)."""
+    the detector pads batches itself and masks the padding out of attention).
 
-    def __init__(self, size: int) -> None:
+    ``min_visible``: a box with less than this fraction of its area left inside the crop is made
+    empty, so the ``SanitizeBoundingBoxes`` after it drops it (with its label and mask) — for
+    small objects, slivers cut by the crop edge otherwise teach the model that image borders are
+    objects."""
+
+    def __init__(self, size: int, min_visible: float = 0.0) -> None:
         super().__init__()
         self.size = int(size)
+        self.min_visible = float(min_visible)
 
     def make_params(self, flat_inputs: list[Any]) -> dict[str, Any]:
         h, w = query_size(flat_inputs)
@@ -55,7 +61,17 @@ class RandomCropUpTo(v2.Transform):
         return dict(top=random.randint(0, h - ch), left=random.randint(0, w - cw), height=ch, width=cw)
 
     def transform(self, inpt: Any, params: dict[str, Any]) -> Any:
-        return self._call_kernel(TF.crop, inpt, **params)
+        out = self._call_kernel(TF.crop, inpt, **params)
+        if self.min_visible > 0 and isinstance(inpt, tv_tensors.BoundingBoxes) and len(inpt):
+            xyxy = TF.convert_bounding_box_format(inpt, new_format=tv_tensors.BoundingBoxFormat.XYXY)
+            before = (xyxy[:, 2] - xyxy[:, 0]) * (xyxy[:, 3] - xyxy[:, 1])
+            cut = TF.convert_bounding_box_format(out, new_format=tv_tensors.BoundingBoxFormat.XYXY)
+            after = (cut[:, 2] - cut[:, 0]).clamp_min(0) * (cut[:, 3] - cut[:, 1]).clamp_min(0)
+            hidden = after < self.min_visible * before
+            if hidden.any():
+                out = out.clone()
+                out[hidden] = 0  # zero-size: SanitizeBoundingBoxes removes it
+        return out
 
 
 class DetectionDataset(Dataset):
@@ -142,7 +158,8 @@ class DetectionDataModule(SplitDataModule):
         masks: load instance masks (Mask R-CNN). num_classes: if given, checked against the data.
         train_size: training scale. With ``lsj`` (ViTDet's large-scale jitter) the image is
             resized to ``train_size * U(scale_range)`` (longest side) and randomly cropped to at most
-            ``train_size``; without it, the shortest side is resized to a random ``train_sizes``
+            ``train_size`` (boxes with less than ``crop_min_visible`` of their area left in the crop
+            are dropped; 0 keeps every box with any area, as detectron2); without it, the shortest side is resized to a random ``train_sizes``
             entry capped by ``train_max_size`` (None: images keep their size).
         hflip: random horizontal flip. photometric: colour jitter.
         voc_annotations / voc_images / voc_split_file: the VOC folders; ``{split}`` is replaced.
@@ -164,6 +181,7 @@ class DetectionDataModule(SplitDataModule):
         num_classes: Optional[int] = None,
         lsj: bool = False,
         train_size: int = 1024,
+        crop_min_visible: float = 0.0,
         scale_range: tuple[float, float] = (0.1, 2.0),
         train_sizes: Optional[list[int]] = None,
         train_max_size: int = 1333,
@@ -253,7 +271,7 @@ class DetectionDataModule(SplitDataModule):
         h = self.hparams
         if h.lsj:
             steps = [v2.ScaleJitter((h.train_size, h.train_size), scale_range=tuple(h.scale_range), antialias=True),
-                     RandomCropUpTo(h.train_size)]
+                     RandomCropUpTo(h.train_size, h.crop_min_visible)]
         elif h.train_sizes:
             steps = [v2.RandomShortestSize(list(h.train_sizes), max_size=h.train_max_size, antialias=True)]
         else:
