@@ -139,6 +139,10 @@ def _want_fused(q: torch.Tensor, impl: str) -> bool:
         raise ValueError(f"hydra_attention: impl must be one of 'auto', 'eager', 'fused', 'triton', got {impl!r}")
     if os.environ.get("HYDRA_DENSE_FUSED", "1") == "0" or torch.compiler.is_compiling():
         return False
+    from torch.utils._python_dispatch import is_in_torch_dispatch_mode
+
+    if is_in_torch_dispatch_mode():  # e.g. FlopCounterMode: torch.compile cannot run under it
+        return False
     if torch.jit.is_scripting() or q.numel() < FUSED_MIN_NUMEL:
         return False
     return q.device.type in ("cpu", "cuda")

@@ -1,4 +1,6 @@
 """Hydra attention against independent references: the quadratic form and H = D linear attention."""
+import warnings
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -242,3 +244,17 @@ def test_linear_kernels_are_distinct_and_finite():
     # identity kernel, 1 head: plain (un-normalised) linear attention Q (K^T V)
     torch.testing.assert_close(linear_attention(q, k, v, 1, "identity"), q @ (k.transpose(1, 2) @ v))
     assert F.cosine_similarity(outs["cosine"].flatten(), hydra_attention(q, k, v).flatten(), dim=0) < 0.9999
+
+
+def test_flop_counting_does_not_disable_the_fused_path():
+    """Counting FLOPs (a dispatch mode torch.compile cannot run under) takes the eager path
+    without marking the fused one as failed for the rest of the process."""
+    import hydra_dense.attention as attn
+    from torch.utils.flop_counter import FlopCounterMode
+
+    q = torch.randn(1, attn.FUSED_MIN_NUMEL // 64 + 1, 64)
+    with FlopCounterMode(display=False), warnings.catch_warnings():
+        warnings.simplefilter("error")  # no "fused Hydra attention failed" warning
+        out = attn.hydra_attention(q, q, q)
+    torch.testing.assert_close(out, attn.hydra_attention_eager(q, q, q))
+    assert not attn._compile_failed
