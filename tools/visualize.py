@@ -103,15 +103,21 @@ def cmd_attention(args) -> None:
     print(out)
 
 
-def cmd_seg(args) -> None:
+def task_from(args):
+    """The task and data module of ``--config`` (+ overrides), in eval mode, with ``--ckpt``'s weights."""
     from hydra_dense.cli import main as cli_main
-    from hydra_dense.viz import colorize
 
     cli = cli_main(["--config", args.config, *args.overrides], run=False)
     task = cli.model.eval()
     if args.ckpt:
-        state = torch.load(args.ckpt, map_location="cpu", weights_only=True)["state_dict"]
-        task.load_state_dict(state)
+        task.load_state_dict(torch.load(args.ckpt, map_location="cpu", weights_only=True)["state_dict"])
+    return task, cli.datamodule
+
+
+def cmd_seg(args) -> None:
+    from hydra_dense.viz import colorize
+
+    task, _ = task_from(args)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     for path in args.images:
@@ -126,15 +132,10 @@ def cmd_seg(args) -> None:
 
 
 def cmd_det(args) -> None:
-    from hydra_dense.cli import main as cli_main
     from hydra_dense.viz import draw_detections
 
-    cli = cli_main(["--config", args.config, *args.overrides], run=False)
-    task = cli.model.eval()
-    if args.ckpt:
-        state = torch.load(args.ckpt, map_location="cpu", weights_only=True)["state_dict"]
-        task.load_state_dict(state)
-    names = getattr(cli.datamodule, "class_names", None)
+    task, dm = task_from(args)
+    names = getattr(dm, "class_names", None)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     for path in args.images:

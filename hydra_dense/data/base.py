@@ -1,13 +1,14 @@
 """What every hydra_dense data module shares: split datasets in ``self.datasets``, their loaders."""
 from __future__ import annotations
 
+import logging
 from typing import Callable
 
 import lightning as L
 import torch
 from torch.utils.data import DataLoader
 
-__all__ = ["SplitDataModule"]
+__all__ = ["SplitDataModule", "SkipCounter"]
 
 
 class SplitDataModule(L.LightningDataModule):
@@ -44,3 +45,30 @@ class SplitDataModule(L.LightningDataModule):
     def skipped_report(self) -> dict[str, int]:
         """Samples skipped per split (only with ``skip_bad``)."""
         return {k: d.skipped for k, d in self.datasets.items() if d.skipped}
+
+
+class SkipCounter:
+    """``skip_bad`` for datasets: :meth:`load_or_skip` calls ``self.load(i)`` and, when it raises
+    one of ``errors``, re-raises — or with ``skip_bad`` logs it, counts it (shared with data-loader
+    workers) and returns None, which the collate functions drop."""
+
+    def init_skipping(self, skip_bad: bool) -> None:
+        import multiprocessing
+
+        self.skip_bad = skip_bad
+        self._skipped = multiprocessing.Value("i", 0)
+
+    @property
+    def skipped(self) -> int:
+        return self._skipped.value
+
+    def load_or_skip(self, i: int, errors: tuple[type[BaseException], ...]):
+        try:
+            return self.load(i)  # type: ignore[attr-defined]
+        except errors as err:
+            if not self.skip_bad:
+                raise
+            with self._skipped.get_lock():
+                self._skipped.value += 1
+            logging.getLogger(type(self).__module__).warning("skipping sample %d: %s", i, err)
+            return None

@@ -18,7 +18,6 @@ the COCO metric ignores them.
 from __future__ import annotations
 
 import logging
-import multiprocessing
 import random
 from pathlib import Path
 from typing import Any, Literal, Optional
@@ -32,7 +31,7 @@ from torchvision.transforms import v2
 from torchvision.transforms.v2 import functional as TF
 from torchvision.transforms.v2._utils import query_size
 
-from .base import SplitDataModule
+from .base import SkipCounter, SplitDataModule
 from .detection_formats import CocoAnnotations, ImageRecord, decode_segmentation, read_coco, read_voc
 from .segmentation import SampleError
 
@@ -74,7 +73,7 @@ class RandomCropUpTo(v2.Transform):
         return out
 
 
-class DetectionDataset(Dataset):
+class DetectionDataset(SkipCounter, Dataset):
     """:class:`ImageRecord` list -> ``(image, target, index)`` after ``transform``.
 
     ``train`` drops crowd instances. Unreadable images or annotations that disagree with the image
@@ -83,12 +82,7 @@ class DetectionDataset(Dataset):
     def __init__(self, records: list[ImageRecord], transform=None, train: bool = False, masks: bool = False,
                  skip_bad: bool = False) -> None:
         self.records, self.transform, self.train, self.masks = records, transform, train, masks
-        self.skip_bad = skip_bad
-        self._skipped = multiprocessing.Value("i", 0)  # shared with data-loader workers
-
-    @property
-    def skipped(self) -> int:
-        return self._skipped.value
+        self.init_skipping(skip_bad)
 
     def __len__(self) -> int:
         return len(self.records)
@@ -121,15 +115,10 @@ class DetectionDataset(Dataset):
         return tv_tensors.Image(torch.from_numpy(img.copy()).permute(2, 0, 1)), target
 
     def __getitem__(self, i: int):
-        try:
-            img, target = self.load(i)
-        except SampleError as err:
-            if not self.skip_bad:
-                raise
-            with self._skipped.get_lock():
-                self._skipped.value += 1
-            log.warning("skipping sample %d: %s", i, err)
+        sample = self.load_or_skip(i, (SampleError,))
+        if sample is None:
             return None
+        img, target = sample
         if self.transform is not None:
             img, target = self.transform(img, target)
         target["boxes"] = target["boxes"].as_subclass(torch.Tensor)

@@ -16,7 +16,6 @@ invalid samples instead, counting and reporting them.
 from __future__ import annotations
 
 import logging
-import multiprocessing
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, Optional, Sequence
@@ -28,7 +27,7 @@ from torch.utils.data import Dataset
 from torchvision import tv_tensors
 from torchvision.transforms import v2
 
-from .base import SplitDataModule
+from .base import SkipCounter, SplitDataModule
 
 log = logging.getLogger(__name__)
 
@@ -111,7 +110,7 @@ def find_pairs(root: Path, layout: str, split: str, image_dir: str = "img_dir/{s
     return pairs
 
 
-class SegmentationDataset(Dataset):
+class SegmentationDataset(SkipCounter, Dataset):
     """(image, mask) pairs -> ``(image (3, H, W) float, mask (H, W) int64)`` after ``transform``.
 
     Labels: ``reduce_zero_label`` maps 0 -> ``ignore_index`` and k -> k-1; any label that is not
@@ -124,13 +123,8 @@ class SegmentationDataset(Dataset):
         self.pairs = list(pairs)
         self.num_classes, self.transform = num_classes, transform
         self.reduce_zero_label, self.ignore_index = reduce_zero_label, ignore_index
-        self.skip_bad = skip_bad
         self.label_map = label_map
-        self._skipped = multiprocessing.Value("i", 0)  # shared with data-loader workers
-
-    @property
-    def skipped(self) -> int:
-        return self._skipped.value
+        self.init_skipping(skip_bad)
 
     def __len__(self) -> int:
         return len(self.pairs)
@@ -169,15 +163,10 @@ class SegmentationDataset(Dataset):
                 tv_tensors.Mask(torch.from_numpy(mask)))
 
     def __getitem__(self, i: int):
-        try:
-            img, mask = self.load(i)
-        except SampleError as err:
-            if not self.skip_bad:
-                raise
-            with self._skipped.get_lock():
-                self._skipped.value += 1
-            log.warning("skipping sample %d: %s", i, err)
+        sample = self.load_or_skip(i, (SampleError,))
+        if sample is None:
             return None
+        img, mask = sample
         if self.transform is not None:
             img, mask = self.transform(img, mask)
         return img, mask, i

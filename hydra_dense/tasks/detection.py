@@ -13,6 +13,7 @@ from torchmetrics.detection import MeanAveragePrecision
 
 from ..heads.detection import PaddedPyramidBackbone, build_detector
 from .coco_results import detections_to_coco, write_coco_results
+from .names import class_names
 from .optim import make_optimizer
 
 log = logging.getLogger(__name__)
@@ -215,11 +216,7 @@ class DetectionTask(L.LightningModule):
         return "\n".join(lines)
 
     def _class_names(self) -> list[str]:
-        if self.class_names:
-            return list(self.class_names)
-        dm = getattr(self.trainer, "datamodule", None) if self._trainer is not None else None
-        names = getattr(dm, "class_names", None)
-        return list(names) if names else [f"class_{i}" for i in range(1, self.hparams.num_classes + 1)]
+        return class_names(self, self.hparams.num_classes, first=1)
 
     def _log_dir(self) -> Path:
         return Path(self.trainer.log_dir or self.trainer.default_root_dir)

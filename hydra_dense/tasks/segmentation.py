@@ -15,6 +15,7 @@ from torchmetrics.classification import MulticlassAccuracy, MulticlassConfusionM
 
 from ..backbones.pyramid import MultiLevelRescale
 from ..heads.segmentation import FCNAuxHead, build_decode_head
+from .names import class_names
 from .optim import make_optimizer
 
 __all__ = ["SegmentationTask", "iou_from_confusion"]
@@ -187,11 +188,7 @@ class SegmentationTask(L.LightningModule):
         return "\n".join(lines)
 
     def _class_names(self) -> list[str]:
-        if self.class_names:
-            return list(self.class_names)
-        dm = getattr(self.trainer, "datamodule", None) if self._trainer is not None else None
-        names = getattr(dm, "class_names", None)
-        return list(names) if names else [f"class_{i}" for i in range(self.hparams.num_classes)]
+        return class_names(self, self.hparams.num_classes, first=0)
 
     # ---- overlays --------------------------------------------------------------------------
     def _save_overlay(self, image: torch.Tensor, mask: torch.Tensor, pred: torch.Tensor, index: int) -> None:
