@@ -3,17 +3,80 @@
 Any LightningModule / LightningDataModule is chosen by ``class_path`` in YAML (the tasks in
 :mod:`hydra_dense.tasks`, the data modules in :mod:`hydra_dense.data`); the backbone is a
 separate YAML file swapped with ``--model.init_args.backbone=configs/backbones/<name>.yaml``.
+
+On top of Lightning's CLI, every run gets (see :mod:`hydra_dense.runtime`):
+
+- ``last.ckpt`` every ``--checkpoint_every_minutes`` (default 2) or ``--checkpoint_every_n_steps``,
+  and at the end, written atomically;
+- ``--ckpt_path last``: the newest ``last*.ckpt`` / SLURM ``hpc_ckpt_*.ckpt`` anywhere under
+  ``trainer.default_root_dir`` (no checkpoint yet: starts fresh, so one command serves the first
+  submission and every requeue); resumes model, optimizer, schedule, loop counters, the position in
+  the epoch and the RNG state;
+- a checkpoint path that does not exist or does not fit the model fails before anything runs;
+- ``--nonfinite.action stop|skip``: a NaN / inf loss stops the run naming the step, or skips it.
 """
 from __future__ import annotations
 
-from typing import Optional
+from datetime import timedelta
+from typing import Any, Optional
 
 import lightning as L
+from lightning.pytorch.callbacks import Callback, ModelCheckpoint
 from lightning.pytorch.cli import LightningCLI
+from lightning.pytorch.utilities import rank_zero_info
+
+from .runtime import (AtomicCheckpointIO, NonFiniteLossGuard, RNGStateCheckpoint, check_checkpoint_matches,
+                      find_resume_checkpoint)
+
+SPECIAL_CKPT = ("best", "hpc", "registry")
 
 
 class HydraDenseCLI(LightningCLI):
-    """LightningCLI with subclass mode for model and data (no home-made registry)."""
+    """LightningCLI with subclass mode for model and data (no home-made registry), periodic atomic
+    checkpoints, ``--ckpt_path last`` across runs, early checkpoint checks and the NaN guard."""
+
+    def add_arguments_to_parser(self, parser) -> None:
+        parser.add_lightning_class_args(NonFiniteLossGuard, "nonfinite")
+        parser.add_argument("--checkpoint_every_minutes", type=Optional[float], default=2.0,
+                            help="write last.ckpt this often during training (wall clock, decided on rank 0)")
+        parser.add_argument("--checkpoint_every_n_steps", type=Optional[int], default=None,
+                            help="write last.ckpt every N optimizer steps instead (reproducible positions)")
+
+    def _instantiate_trainer(self, config: dict[str, Any], callbacks: list[Callback]) -> L.Trainer:
+        callbacks = list(callbacks) + [RNGStateCheckpoint()]
+        every_steps = self._get(self.config, "checkpoint_every_n_steps")
+        every_min = self._get(self.config, "checkpoint_every_minutes")
+        if config.get("enable_checkpointing", True) is not False and (every_steps or every_min):
+            callbacks.append(ModelCheckpoint(
+                save_last=True, save_top_k=0, every_n_train_steps=every_steps or None,
+                train_time_interval=None if every_steps else timedelta(minutes=every_min)))
+        plugins = config.get("plugins") or []
+        plugins = list(plugins) if isinstance(plugins, (list, tuple)) else [plugins]
+        if not any(hasattr(p, "save_checkpoint") for p in plugins):
+            plugins.append(AtomicCheckpointIO())
+        config["plugins"] = plugins
+        return super()._instantiate_trainer(config, callbacks)
+
+    def _resolve_ckpt_path(self, subcommand: str) -> None:
+        """``last`` -> the newest resumable checkpoint under the run's root; any path -> checked now."""
+        cfg = self.config_init[subcommand]
+        path = cfg.get("ckpt_path")
+        if path is None or path in SPECIAL_CKPT:
+            return
+        if path == "last":
+            found = find_resume_checkpoint(self.trainer.default_root_dir)
+            if found is None:
+                rank_zero_info(f"[resume] no last*.ckpt / hpc_ckpt_*.ckpt under {self.trainer.default_root_dir}: "
+                               "starting from scratch")
+                cfg["ckpt_path"] = None
+                return
+            rank_zero_info(f"[resume] resuming from {found}")
+            path = cfg["ckpt_path"] = str(found)
+        check_checkpoint_matches(self.model, path)
+
+    def _run_subcommand(self, subcommand: str) -> None:
+        self._resolve_ckpt_path(subcommand)
+        super()._run_subcommand(subcommand)
 
 
 def main(args: Optional[list[str]] = None, run: bool = True) -> HydraDenseCLI:

@@ -2,11 +2,17 @@
 from __future__ import annotations
 
 import logging
-from typing import Callable
+import warnings
+from typing import Callable, Optional
 
 import lightning as L
 import torch
-from torch.utils.data import DataLoader
+from lightning.pytorch.overrides.distributed import UnrepeatedDistributedSampler
+from torch.utils.data import DataLoader, Dataset
+
+from .sampling import ResumableSampler, SeededSamples, global_seed
+
+log = logging.getLogger(__name__)
 
 __all__ = ["SplitDataModule", "SkipCounter"]
 
@@ -17,30 +23,83 @@ class SplitDataModule(L.LightningDataModule):
     Subclasses give ``collate_fn`` and the hparams ``batch_size``, ``val_batch_size`` and
     ``num_workers``. Worker loaders carry a timeout, so a stuck worker fails loudly instead of
     hanging the job.
+
+    Distributed and resumable: training draws its order from a :class:`ResumableSampler` (one
+    shard per rank, order fixed by ``(seed, epoch)``, per-sample augmentation seeds); evaluation
+    shards without repeating samples (``UnrepeatedDistributedSampler``), so metrics synchronised
+    across ranks count every sample exactly once. :meth:`state_dict` stores how far the current
+    epoch got, so ``--ckpt_path`` resumes mid-epoch at the next unseen batch.
     """
 
     datasets: dict
+    _resume_position: Optional[dict] = None
+    _train_sampler: Optional[ResumableSampler] = None
 
     def collate_fn(self) -> Callable:
         raise NotImplementedError
 
-    def _loader(self, key: str, shuffle: bool, batch_size: int) -> DataLoader:
+    def _world(self) -> tuple[int, int]:
+        trainer = getattr(self, "trainer", None)
+        if trainer is None:
+            return 1, 0
+        return trainer.world_size, trainer.global_rank
+
+    def _loader(self, dataset: Dataset, batch_size: int, sampler, train: bool) -> DataLoader:
         workers = self.hparams.num_workers
-        return DataLoader(self.datasets[key], batch_size=batch_size, shuffle=shuffle, num_workers=workers,
-                          collate_fn=self.collate_fn(), drop_last=shuffle, persistent_workers=workers > 0,
-                          pin_memory=torch.cuda.is_available(), timeout=600 if workers > 0 else 0)
+        # the loader's own generator: creating an iterator must not consume the global RNG
+        # (that would shift dropout masks after a resume)
+        return DataLoader(dataset, batch_size=batch_size, sampler=sampler, num_workers=workers,
+                          collate_fn=self.collate_fn(), drop_last=train, persistent_workers=workers > 0,
+                          pin_memory=torch.cuda.is_available(), timeout=600 if workers > 0 else 0,
+                          generator=torch.Generator().manual_seed(global_seed()))
 
     def train_dataloader(self) -> DataLoader:
-        return self._loader("train", True, self.hparams.batch_size)
+        world, rank = self._world()
+        dataset = self.datasets["train"]
+        sampler = ResumableSampler(dataset, world, rank, shuffle=True, seed=global_seed())
+        position = self._resume_position
+        if position:
+            self._resume_position = None
+            if (position.get("world_size"), position.get("batch_size")) != (world, self.hparams.batch_size):
+                log.warning("resuming with world size %d / batch size %d, the checkpoint had %s / %s: the rest of "
+                            "epoch %s will not be the same samples as in the interrupted run", world,
+                            self.hparams.batch_size, position.get("world_size"), position.get("batch_size"),
+                            position["epoch"])
+            sampler.resume(position["epoch"], position["batches"], self.hparams.batch_size)
+        self._train_sampler = sampler
+        return self._loader(SeededSamples(dataset), self.hparams.batch_size, sampler, train=True)
+
+    def _eval_loader(self, key: str) -> DataLoader:
+        world, rank = self._world()
+        dataset = self.datasets[key]
+        sampler = UnrepeatedDistributedSampler(dataset, num_replicas=world, rank=rank, shuffle=False) \
+            if world > 1 else None
+        return self._loader(dataset, self.hparams.val_batch_size, sampler, train=False)
 
     def val_dataloader(self) -> DataLoader:
-        return self._loader("val", False, self.hparams.val_batch_size)
+        return self._eval_loader("val")
 
     def test_dataloader(self) -> DataLoader:
-        return self._loader("test", False, self.hparams.val_batch_size)
+        return self._eval_loader("test")
 
     def predict_dataloader(self) -> DataLoader:
         return self.test_dataloader()
+
+    def state_dict(self) -> dict:
+        """Position in the training epoch, saved in checkpoints (from the trainer's own counters:
+        the loader runs one batch ahead of the training step)."""
+        trainer = getattr(self, "trainer", None)
+        if trainer is None or self._train_sampler is None or trainer.state.fn != "fit":
+            return {}
+        done = trainer.fit_loop.epoch_loop.batch_progress.current.processed
+        return {"train_position": dict(epoch=self._train_sampler.epoch, batches=int(done),
+                                       world_size=trainer.world_size, batch_size=self.hparams.batch_size)}
+
+    def load_state_dict(self, state_dict: dict) -> None:
+        self._resume_position = state_dict.get("train_position")
+        if self._resume_position:
+            # Lightning warns that a plain DataLoader cannot resume mid-epoch; this module does
+            warnings.filterwarnings("ignore", message="You're resuming from a checkpoint that ended before the epoch")
 
     def skipped_report(self) -> dict[str, int]:
         """Samples skipped per split (only with ``skip_bad``)."""

@@ -259,7 +259,7 @@ class VideoClipDataset(Dataset):
 
     def __getitem__(self, i: int):
         path, label = self.samples[i]
-        # training draws from torch's RNG, which Lightning seeds per worker (seed_everything(workers=True));
+        # training draws from torch's RNG, seeded per sample and epoch by the loader (data/sampling.py);
         # evaluation is deterministic: evenly spaced clips, centre (or tiled) crops
         rng = np.random.default_rng(int(torch.randint(0, 2**31 - 1, (1,)))) if self.train else None
         try:

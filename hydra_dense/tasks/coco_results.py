@@ -8,7 +8,7 @@ from typing import Sequence
 import numpy as np
 import torch
 
-__all__ = ["detections_to_coco", "write_coco_results"]
+__all__ = ["detections_to_coco", "gather_results", "write_coco_results"]
 
 
 def detections_to_coco(pred: dict[str, torch.Tensor], image_id: int, category_ids: Sequence[int],
@@ -50,3 +50,15 @@ def write_coco_results(results: list[dict], path: str | Path) -> Path:
     tmp.write_text(json.dumps(results))
     tmp.replace(path)
     return path
+
+
+def gather_results(results: list[dict]) -> list[dict]:
+    """Every rank's results (all ranks must call this), ordered by image id then descending score,
+    so one process and N processes write the same file."""
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
+        parts: list = [None] * dist.get_world_size()
+        dist.all_gather_object(parts, results)
+        results = [r for part in parts for r in part]
+    return sorted(results, key=lambda r: (r["image_id"], -r["score"]))

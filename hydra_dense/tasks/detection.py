@@ -6,15 +6,16 @@ import logging
 from pathlib import Path
 from typing import Literal, Optional, Sequence
 
-import lightning as L
 import torch
 from torch import nn
 from torchmetrics.detection import MeanAveragePrecision
 
 from ..heads.detection import PaddedPyramidBackbone, build_detector
-from .coco_results import detections_to_coco, write_coco_results
+from .coco_results import detections_to_coco, gather_results, write_coco_results
+from .map_sync import gather_map_states
 from .names import class_names
 from .optim import make_optimizer
+from .run_dir import RunDirMixin
 
 log = logging.getLogger(__name__)
 
@@ -25,7 +26,7 @@ _LOGGED = {"map": "mAP", "map_50": "mAP_50", "map_75": "mAP_75", "map_small": "m
            "map_large": "mAP_l", "mar_100": "mAR_100"}
 
 
-class DetectionTask(L.LightningModule):
+class DetectionTask(RunDirMixin):
     """A ViT backbone, ViTDet's simple feature pyramid and a torchvision detector.
 
     Args:
@@ -88,8 +89,12 @@ class DetectionTask(L.LightningModule):
                                        detections_per_img, score_thresh, box_batch_size_per_image)
         self.with_masks = detector == "mask_rcnn"
         iou_type = ("bbox", "segm") if self.with_masks else "bbox"
-        self.val_map = MeanAveragePrecision(iou_type=iou_type, class_metrics=True, backend="pycocotools")
-        self.test_map = MeanAveragePrecision(iou_type=iou_type, class_metrics=True, backend="pycocotools")
+        # synchronised by gather_map_states (uneven image counts per rank), not by torchmetrics
+        self.val_map = MeanAveragePrecision(iou_type=iou_type, class_metrics=True, backend="pycocotools",
+                                            sync_on_compute=False)
+        self.test_map = MeanAveragePrecision(iou_type=iou_type, class_metrics=True, backend="pycocotools",
+                                             sync_on_compute=False)
+        self._eval_indices: list[int] = []
         self.class_names = class_names
         self.category_ids: Optional[list[int]] = None
         self._results: list[dict] = []
@@ -150,8 +155,9 @@ class DetectionTask(L.LightningModule):
     def _eval_step(self, batch, metric: MeanAveragePrecision, batch_idx: int, split: str) -> None:
         if batch is None:
             return
-        images, targets, _ = batch
+        images, targets, idx = batch
         preds = self.detector(images)
+        self._eval_indices.extend(int(i) for i in idx)
         metric.update([self._metric_pred(p) for p in preds], [self._metric_target(t) for t in targets])
         if self.hparams.write_predictions:
             cats = self.category_ids or list(range(1, self.hparams.num_classes + 1))
@@ -173,6 +179,8 @@ class DetectionTask(L.LightningModule):
                 for p, t in zip(preds, targets)]
 
     def _finish_eval(self, metric: MeanAveragePrecision, split: str) -> None:
+        gather_map_states(metric, self._eval_indices)
+        self._eval_indices = []
         out = metric.compute()
         metric.reset()
         prefixes = (("bbox_", ""), ("segm_", "mask_")) if self.with_masks else (("", ""),)
@@ -188,9 +196,10 @@ class DetectionTask(L.LightningModule):
             per_class[dst or "box_"] = {int(c): float(v) for c, v in zip(classes, values)}
         self.last_per_class = per_class
         if self.hparams.write_predictions and self.trainer is not None and not self.trainer.sanity_checking:
-            rank = f"_rank{self.global_rank}" if self.trainer.world_size > 1 else ""
-            path = self._log_dir() / "predictions" / f"{split}_step{self.global_step:06d}{rank}.json"
-            self.last_predictions_path = write_coco_results(self._results, path)
+            results = gather_results(self._results)
+            if self.trainer.is_global_zero:
+                path = self.run_dir / "predictions" / f"{split}_step{self.global_step:06d}.json"
+                self.last_predictions_path = write_coco_results(results, path)
         self._results = []
 
     def on_validation_epoch_end(self) -> None:
@@ -218,16 +227,13 @@ class DetectionTask(L.LightningModule):
     def _class_names(self) -> list[str]:
         return class_names(self, self.hparams.num_classes, first=1)
 
-    def _log_dir(self) -> Path:
-        return Path(self.trainer.log_dir or self.trainer.default_root_dir)
-
     def _save_overlay(self, image: torch.Tensor, pred: dict, image_id: int) -> None:
         from PIL import Image
 
         from ..viz import draw_detections
 
         panel = draw_detections(image, pred, self._class_names())
-        out = self._log_dir() / "overlays" / f"step{self.global_step:06d}_image{image_id}.png"
+        out = self.run_dir / "overlays" / f"step{self.global_step:06d}_image{image_id}.png"
         out.parent.mkdir(parents=True, exist_ok=True)
         Image.fromarray(panel).save(out)
 

@@ -2,10 +2,8 @@
 from __future__ import annotations
 
 import math
-from pathlib import Path
 from typing import Literal, Optional
 
-import lightning as L
 import numpy as np
 import torch
 import torch.nn.functional as F
@@ -17,6 +15,7 @@ from ..backbones.pyramid import MultiLevelRescale
 from ..heads.segmentation import FCNAuxHead, build_decode_head
 from .names import class_names
 from .optim import make_optimizer
+from .run_dir import RunDirMixin
 
 __all__ = ["SegmentationTask", "iou_from_confusion"]
 
@@ -30,7 +29,7 @@ def iou_from_confusion(conf: torch.Tensor) -> torch.Tensor:
     return torch.where(denom > 0, tp / denom.clamp_min(1), torch.full_like(tp, float("nan")))
 
 
-class SegmentationTask(L.LightningModule):
+class SegmentationTask(RunDirMixin):
     """Backbone -> (multi-level rescale) -> decode head -> logits ``(B, K, H, W)``.
 
     Args:
@@ -198,8 +197,7 @@ class SegmentationTask(L.LightningModule):
         mean = getattr(getattr(dm, "hparams", None), "mean", (0.485, 0.456, 0.406))
         std = getattr(getattr(dm, "hparams", None), "std", (0.229, 0.224, 0.225))
         panel = overlay_panel(image, mask, pred, self.hparams.num_classes, mean, std, self.hparams.ignore_index)
-        log_dir = Path(self.trainer.log_dir or self.trainer.default_root_dir)
-        out = log_dir / "overlays" / f"epoch{self.current_epoch:03d}_step{self.global_step:06d}_sample{index}.png"
+        out = self.run_dir / "overlays" / f"epoch{self.current_epoch:03d}_step{self.global_step:06d}_sample{index}.png"
         out.parent.mkdir(parents=True, exist_ok=True)
         from PIL import Image
 

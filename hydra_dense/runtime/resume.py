@@ -1,0 +1,70 @@
+"""Finding the checkpoint to resume from, and checking it fits the model before anything runs."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import torch
+from torch import nn
+
+__all__ = ["find_resume_checkpoint", "check_checkpoint_matches", "CheckpointMismatchError"]
+
+RESUME_PATTERNS = ("last*.ckpt", "hpc_ckpt_*.ckpt")
+
+
+class CheckpointMismatchError(ValueError):
+    """The checkpoint's weights do not fit the configured model (names or shapes)."""
+
+
+def find_resume_checkpoint(root: str | Path) -> Optional[Path]:
+    """Newest ``last*.ckpt`` (periodic / final) or ``hpc_ckpt_*.ckpt`` (SLURM requeue) under ``root``.
+
+    Lightning puts every run in a new ``version_N`` folder, so its own ``ckpt_path="last"`` does not
+    look at the run that was killed; this searches the whole ``default_root_dir``."""
+    root = Path(root)
+    if not root.is_dir():
+        return None
+    found = [p for pattern in RESUME_PATTERNS for p in root.rglob(pattern) if p.is_file()]
+    return max(found, key=lambda p: p.stat().st_mtime) if found else None
+
+
+def _shape_list(keys, limit: int = 5) -> str:
+    keys = sorted(keys)
+    more = f" (+{len(keys) - limit} more)" if len(keys) > limit else ""
+    return ", ".join(keys[:limit]) + more
+
+
+def check_checkpoint_matches(model: nn.Module, path: str | Path) -> None:
+    """Raise :class:`CheckpointMismatchError` (or ``FileNotFoundError``) naming the file and the
+    first mismatching parameters, when ``path`` cannot be loaded into ``model``."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"--ckpt_path: checkpoint {path} does not exist")
+    try:
+        ckpt = torch.load(path, map_location="cpu", weights_only=False, mmap=True)
+    except Exception as err:  # noqa: BLE001 - any failure here means an unreadable file
+        raise CheckpointMismatchError(f"--ckpt_path: {path} is not a readable checkpoint "
+                                      f"({type(err).__name__}: {err})") from err
+    state = ckpt.get("state_dict") if isinstance(ckpt, dict) else None
+    if state is None:
+        raise CheckpointMismatchError(f"--ckpt_path: {path} is not a Lightning checkpoint (no 'state_dict'); "
+                                      "plain backbone weights go to the backbone's `pretrained:` instead")
+    own = model.state_dict()
+    missing = set(own) - set(state)
+    unexpected = set(state) - set(own)
+    shapes = {k: (tuple(state[k].shape), tuple(own[k].shape)) for k in set(own) & set(state)
+              if hasattr(state[k], "shape") and tuple(state[k].shape) != tuple(own[k].shape)}
+    if not (missing or unexpected or shapes):
+        return
+    lines = [f"--ckpt_path: {path} does not match the configured {type(model).__name__} (trained with another "
+             f"backbone, head or num_classes? {len(state)} tensors in the checkpoint, {len(own)} in the model):"]
+    if missing:
+        lines.append(f"  missing from the checkpoint: {_shape_list(missing)}")
+    if unexpected:
+        lines.append(f"  not in the model: {_shape_list(unexpected)}")
+    if shapes:
+        first = sorted(shapes)[:5]
+        lines.append("  shape differs (checkpoint vs model): " +
+                     ", ".join(f"{k} {shapes[k][0]} vs {shapes[k][1]}" for k in first) +
+                     (f" (+{len(shapes) - 5} more)" if len(shapes) > 5 else ""))
+    raise CheckpointMismatchError("\n".join(lines))
