@@ -13,7 +13,8 @@ On top of Lightning's CLI, every run gets (see :mod:`hydra_dense.runtime`):
   submission and every requeue); resumes model, optimizer, schedule, loop counters, the position in
   the epoch and the RNG state;
 - a checkpoint path that does not exist or does not fit the model fails before anything runs;
-- ``--nonfinite.action stop|skip``: a NaN / inf loss stops the run naming the step, or skips it.
+- ``--nonfinite.action stop|skip``: a NaN / inf loss stops the run naming the step, or skips it;
+- under SLURM, the requeue signal saves ``hpc_ckpt_N.ckpt`` at the next step boundary on all ranks.
 """
 from __future__ import annotations
 
@@ -25,8 +26,8 @@ from lightning.pytorch.callbacks import Callback, ModelCheckpoint
 from lightning.pytorch.cli import LightningCLI
 from lightning.pytorch.utilities import rank_zero_info
 
-from .runtime import (AtomicCheckpointIO, NonFiniteLossGuard, RNGStateCheckpoint, check_checkpoint_matches,
-                      find_resume_checkpoint)
+from .runtime import (AtomicCheckpointIO, NonFiniteLossGuard, RNGStateCheckpoint, StepBoundaryRequeue,
+                      check_checkpoint_matches, find_resume_checkpoint)
 
 SPECIAL_CKPT = ("best", "hpc", "registry")
 
@@ -42,8 +43,18 @@ class HydraDenseCLI(LightningCLI):
         parser.add_argument("--checkpoint_every_n_steps", type=Optional[int], default=None,
                             help="write last.ckpt every N optimizer steps instead (reproducible positions)")
 
+    def instantiate_classes(self) -> None:
+        """Build model, data and trainer; an error in a constructor (a missing data folder, a bad
+        option value) exits with that error alone instead of jsonargparse's union-type dump."""
+        try:
+            super().instantiate_classes()
+        except (ValueError, FileNotFoundError, TypeError) as err:
+            lines = [ln.strip()[2:] for ln in str(err).splitlines() if ln.strip().startswith("- ")
+                     and "Expected a <class 'NoneType'>" not in ln]
+            self.parser.error("\n  ".join(lines) if lines else str(err))
+
     def _instantiate_trainer(self, config: dict[str, Any], callbacks: list[Callback]) -> L.Trainer:
-        callbacks = list(callbacks) + [RNGStateCheckpoint()]
+        callbacks = list(callbacks) + [RNGStateCheckpoint(), StepBoundaryRequeue()]
         every_steps = self._get(self.config, "checkpoint_every_n_steps")
         every_min = self._get(self.config, "checkpoint_every_minutes")
         if config.get("enable_checkpointing", True) is not False and (every_steps or every_min):

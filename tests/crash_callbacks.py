@@ -49,3 +49,40 @@ class NaNLossAt(L.Callback):
             with torch.no_grad():
                 next(pl_module.parameters()).copy_(self._saved)
             self._saved = None
+
+
+class KillDuringSave(L.Callback):
+    """SIGKILL in the middle of writing the ``n``-th checkpoint: half of its bytes are on disk."""
+
+    def __init__(self, n: int = 2) -> None:
+        self.n, self.count = n, 0
+
+    def on_save_checkpoint(self, trainer, pl_module, checkpoint) -> None:
+        self.count += 1
+        if self.count != self.n:
+            return
+        real_save = torch.save
+
+        def half_then_die(obj, f, *args, **kwargs):
+            import io
+
+            buf = io.BytesIO()
+            real_save(obj, buf, *args, **kwargs)
+            data = buf.getvalue()
+            f.write(data[: len(data) // 2])
+            f.flush()
+            os.kill(os.getpid(), signal.SIGKILL)
+
+        torch.save = half_then_die
+
+
+class SignalAt(L.Callback):
+    """Send ``sig`` to this process at the start of global step ``step`` (mid-step, like a
+    scheduler's warning signal would)."""
+
+    def __init__(self, step: int, sig: str = "SIGUSR1") -> None:
+        self.step, self.sig = step, sig
+
+    def on_train_batch_start(self, trainer, pl_module, batch, batch_idx) -> None:
+        if trainer.global_step == self.step:
+            os.kill(os.getpid(), getattr(signal, self.sig))

@@ -87,15 +87,16 @@ def write_config(task: str, tmp: Path, **kw) -> Path:
     return path
 
 
-def train(subcommand: str, config: Path, root_dir: Path, *args: str, procs: int = 1,
-          timeout: float = 300) -> subprocess.CompletedProcess:
+def train(subcommand: str, config: Path, root_dir: Path, *args: str, procs: int = 1, timeout: float = 300,
+          env: dict | None = None) -> subprocess.CompletedProcess:
     """``tools/train.py <subcommand> --config <config>`` with ``procs`` CPU processes (gloo DDP)."""
     cmd = [sys.executable, str(TRAIN), subcommand, "--config", str(config),
            f"--trainer.default_root_dir={root_dir}", *args]
     if procs > 1:
         cmd += ["--trainer.strategy=ddp", f"--trainer.devices={procs}"]
-    env = dict(os.environ, PYTHONPATH=str(ROOT), OMP_NUM_THREADS="1" if procs > 1 else os.environ.get(
+    extra_env, env = env, dict(os.environ, PYTHONPATH=str(ROOT), OMP_NUM_THREADS="1" if procs > 1 else os.environ.get(
         "OMP_NUM_THREADS", "2"), HYDRA_DENSE_FUSED=os.environ.get("HYDRA_DENSE_FUSED", "1"))
+    env.update(extra_env or {})
     return subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)
 
 
