@@ -86,3 +86,4 @@ class SignalAt(L.Callback):
     def on_train_batch_start(self, trainer, pl_module, batch, batch_idx) -> None:
         if trainer.global_step == self.step:
             os.kill(os.getpid(), getattr(signal, self.sig))
+

@@ -22,16 +22,27 @@ def _same_metrics(a: dict, b: dict) -> None:
         assert (a[k] != a[k] and b[k] != b[k]) or a[k] == b[k], (k, a[k], b[k])
 
 
+# per task, what else the DDP run exercises: the detectors with find_unused_parameters off (every
+# parameter must get a gradient, even on batches without objects); bf16-mixed with gradient
+# accumulation. (SyncBatchNorm runs on GPUs only: see test_heads_convert_to_sync_batchnorm.)
+DDP_EXTRAS = {
+    "segmentation": [],
+    "detection": [],
+    "video": ["--trainer.precision=bf16-mixed", "--trainer.accumulate_grad_batches=2"],
+}
+
+
 @pytest.mark.parametrize("task", TASKS)
 def test_two_processes_metrics_equal_one_process(task, tmp_path):
     """A 2-process DDP fit completes; its logged validation metrics (synchronised over ranks with
     3 + 2 samples) equal a 1-process validation of the same final weights, bit for bit."""
     cfg = write_config(task, tmp_path)
-    ok(train("fit", cfg, tmp_path / "ddp", "--checkpoint_every_n_steps=4", procs=2))
+    ok(train("fit", cfg, tmp_path / "ddp", "--checkpoint_every_n_steps=4", *DDP_EXTRAS[task], procs=2))
     ddp = last_val_metrics(tmp_path / "ddp")
     ckpt = newest_checkpoint(tmp_path / "ddp")
     assert torch.load(ckpt, weights_only=False)["global_step"] == (12 if task == "segmentation" else 8)
-    ok(train("validate", cfg, tmp_path / "one", f"--ckpt_path={ckpt}"))
+    precision = [a for a in DDP_EXTRAS[task] if "precision" in a]
+    ok(train("validate", cfg, tmp_path / "one", f"--ckpt_path={ckpt}", *precision))
     _same_metrics(ddp, last_val_metrics(tmp_path / "one"))
     if task == "detection":  # one merged COCO results file, every val image once, same as 1 process
         files = [sorted(d.rglob("predictions/*.json"))[-1] for d in (tmp_path / "ddp", tmp_path / "one")]
@@ -83,3 +94,23 @@ def test_a_failing_rank_ends_the_whole_job(rank, tmp_path):
     assert proc.returncode != 0
     assert f"injected failure on rank {rank}" in proc.stdout + proc.stderr
     assert time.time() - t0 < 240
+
+
+def test_heads_convert_to_sync_batchnorm(tmp_path):
+    """``--trainer.sync_batchnorm=true`` (what Lightning calls) reaches every BatchNorm of the
+    UPerNet head and its FCN auxiliary head. torch runs SyncBatchNorm on GPUs only, so on CPU this
+    checks the conversion, not the synchronised statistics. (The detectors' pyramid uses
+    LayerNorm and torchvision's v1 heads have no norm: nothing to synchronise there.)"""
+    import yaml
+    from jsonargparse import ArgumentParser
+
+    from hydra_dense.tasks import SegmentationTask
+
+    cfg = yaml.safe_load(write_config("segmentation", tmp_path).read_text())["model"]
+    parser = ArgumentParser()
+    parser.add_subclass_arguments(SegmentationTask, "model")
+    model = parser.instantiate_classes(parser.parse_object({"model": cfg})).model
+    assert sum(isinstance(m, torch.nn.BatchNorm2d) for m in model.modules()) >= 2
+    converted = torch.nn.SyncBatchNorm.convert_sync_batchnorm(model)
+    kinds = {type(m).__name__ for m in converted.modules() if "BatchNorm" in type(m).__name__}
+    assert kinds == {"SyncBatchNorm"}
