@@ -190,3 +190,32 @@ def test_ckpt_path_last_without_any_checkpoint_starts_fresh(seg_cfg, tmp_path):
     proc = ok(train("fit", seg_cfg, tmp_path / "r", "--trainer.max_steps=2", "--ckpt_path=last"))
     assert "starting from scratch" in proc.stdout + proc.stderr
     assert torch.load(newest_checkpoint(tmp_path / "r"), weights_only=False)["global_step"] == 2
+
+
+@pytest.mark.parametrize("template", ["train_single_node.sbatch", "train_multi_node.sbatch"])
+def test_slurm_templates_run_and_resume(template, tmp_path):
+    """The sbatch scripts themselves, with a stand-in ``srun`` that runs the command once (CPU
+    overrides after the config); run twice, the second run (a requeue) resumes the first."""
+    import subprocess
+
+    from tests.tiny_runs import ROOT, write_config
+
+    cfg = write_config("segmentation", tmp_path)
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    srun = bin_dir / "srun"
+    srun.write_text('#!/bin/sh\nwhile [ "${1#--}" != "$1" ]; do shift; done\nexec "$@"\n')  # drop srun options
+    srun.chmod(srun.stat().st_mode | stat.S_IEXEC)
+    env = dict(os.environ, PATH=f"{bin_dir}{os.pathsep}{os.environ['PATH']}", SLURM_SUBMIT_DIR=str(ROOT),
+               HYDRA_DENSE_VENV=sys.prefix, RUN_DIR=str(tmp_path / "run"), SLURM_JOB_ID="77",
+               SLURM_JOB_NAME="t", PYTHONPATH=str(ROOT))
+    cpu = ["--trainer.accelerator=cpu", "--trainer.devices=1", "--trainer.strategy=auto",
+           "--trainer.precision=32-true", "--trainer.sync_batchnorm=false", "--checkpoint_every_n_steps=4"]
+    cmd = ["bash", str(ROOT / "tools" / "slurm" / template), str(cfg)]
+    first = subprocess.run(cmd + cpu + ["--trainer.max_steps=4"], env=env, capture_output=True, text=True,
+                           timeout=300)
+    assert first.returncode == 0, first.stderr[-3000:]
+    second = subprocess.run(cmd + cpu, env=env, capture_output=True, text=True, timeout=300)
+    assert second.returncode == 0, second.stderr[-3000:]
+    assert "resuming from" in second.stdout + second.stderr
+    assert torch.load(newest_checkpoint(tmp_path / "run"), weights_only=False)["global_step"] == 12

@@ -88,11 +88,15 @@ def write_config(task: str, tmp: Path, **kw) -> Path:
 
 
 def train(subcommand: str, config: Path, root_dir: Path, *args: str, procs: int = 1, timeout: float = 300,
-          env: dict | None = None) -> subprocess.CompletedProcess:
-    """``tools/train.py <subcommand> --config <config>`` with ``procs`` CPU processes (gloo DDP)."""
+          env: dict | None = None, cluster: str | None = None) -> subprocess.CompletedProcess:
+    """``tools/train.py <subcommand> --config <config>`` with ``procs`` CPU processes (gloo DDP),
+    or with the trainer settings of ``configs/cluster/<cluster>.yaml`` added."""
     cmd = [sys.executable, str(TRAIN), subcommand, "--config", str(config),
            f"--trainer.default_root_dir={root_dir}", *args]
-    if procs > 1:
+    if cluster:
+        cmd += ["--config", str(ROOT / "configs" / "cluster" / f"{cluster}.yaml")]
+        procs = yaml.safe_load(Path(cmd[-1]).read_text())["trainer"]["devices"]
+    elif procs > 1:
         cmd += ["--trainer.strategy=ddp", f"--trainer.devices={procs}"]
     extra_env, env = env, dict(os.environ, PYTHONPATH=str(ROOT), OMP_NUM_THREADS="1" if procs > 1 else os.environ.get(
         "OMP_NUM_THREADS", "2"), HYDRA_DENSE_FUSED=os.environ.get("HYDRA_DENSE_FUSED", "1"))
