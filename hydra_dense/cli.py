@@ -6,7 +6,7 @@ separate YAML file swapped with ``--model.init_args.backbone=configs/backbones/<
 
 On top of Lightning's CLI, every run gets (see :mod:`hydra_dense.runtime`):
 
-- ``last.ckpt`` every ``--checkpoint_every_minutes`` (default 2) or ``--checkpoint_every_n_steps``,
+- ``last.ckpt`` every ``--checkpoint_every_minutes`` (default 1) or ``--checkpoint_every_n_steps``,
   and at the end, written atomically;
 - ``--ckpt_path last``: the newest ``last*.ckpt`` / SLURM ``hpc_ckpt_*.ckpt`` anywhere under
   ``trainer.default_root_dir`` (no checkpoint yet: starts fresh, so one command serves the first
@@ -38,7 +38,7 @@ class HydraDenseCLI(LightningCLI):
 
     def add_arguments_to_parser(self, parser) -> None:
         parser.add_lightning_class_args(NonFiniteLossGuard, "nonfinite")
-        parser.add_argument("--checkpoint_every_minutes", type=Optional[float], default=2.0,
+        parser.add_argument("--checkpoint_every_minutes", type=Optional[float], default=1.0,
                             help="write last.ckpt this often during training (wall clock, decided on rank 0)")
         parser.add_argument("--checkpoint_every_n_steps", type=Optional[int], default=None,
                             help="write last.ckpt every N optimizer steps instead (reproducible positions)")

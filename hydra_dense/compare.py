@@ -75,27 +75,6 @@ def _pretrained_weights(mode: str) -> Optional[str]:
         return None
 
 
-class _TrainClock:
-    """Lightning callback timing only the training batches (not validation or start-up)."""
-
-    def __new__(cls):
-        import lightning as L
-
-        class Clock(L.Callback):
-            def __init__(self):
-                self.seconds, self.images, self._t = 0.0, 0, 0.0
-
-            def on_train_batch_start(self, trainer, pl_module, batch, batch_idx):
-                self._t = time.perf_counter()
-
-            def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
-                self.seconds += time.perf_counter() - self._t
-                if batch is not None:
-                    self.images += len(batch[0])  # a tensor batch or a list of images (detection)
-
-        return Clock()
-
-
 def _hwm_reset() -> None:
     try:
         Path("/proc/self/clear_refs").write_text("5")
@@ -127,6 +106,7 @@ def run_comparison(args: argparse.Namespace, overrides: list[str]) -> list[dict]
     from .bench.flops import count_flops
     from .bench.report import markdown_table, write_csv
     from .bench.specs import plan_from_name
+    from .bench.throughput import TrainClock
     from .bench.timing import interleaved_medians
 
     config = Path(args.config)
@@ -158,7 +138,7 @@ def run_comparison(args: argparse.Namespace, overrides: list[str]) -> list[dict]
         if not args.backbones:
             depth = len(model.backbone.blocks)
             model.backbone.set_plan(plan_from_name(name, depth))
-        clock = _TrainClock()
+        clock = TrainClock()
         trainer.callbacks.append(clock)
         _hwm_reset()
         rss0 = _status_mb("VmRSS")

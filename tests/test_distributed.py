@@ -86,16 +86,40 @@ def test_kill_and_resume_under_ddp(tmp_path):
         assert torch.equal(full[k], again[k]), k
 
 
-@pytest.mark.parametrize("rank", [0, 1])
-def test_a_failing_rank_ends_the_whole_job(rank, tmp_path):
+@pytest.mark.parametrize("task,rank", [("segmentation", 0), ("segmentation", 1), ("detection", 1), ("video", 1)])
+def test_a_failing_rank_ends_the_whole_job(task, rank, tmp_path):
     """One rank raises mid-training: the job exits non-zero within a bounded time, no hang."""
-    cfg = write_config("segmentation", tmp_path, steps=40)
+    cfg = write_config(task, tmp_path, steps=40)
     t0 = time.time()
     fail = f'--trainer.callbacks+={{"class_path":"tests.crash_callbacks.RaiseAt","init_args":{{"step":3,"rank":{rank}}}}}'
     proc = train("fit", cfg, tmp_path / "run", fail, procs=2, timeout=240)
     assert proc.returncode != 0
     assert f"injected failure on rank {rank}" in proc.stdout + proc.stderr
     assert time.time() - t0 < 240
+
+
+def test_scaling_tool_measures_one_and_two_processes(tmp_path):
+    """tools/scaling.py end to end on tiny data, and the ring all-reduce formula by hand."""
+    import subprocess
+    import sys
+
+    from hydra_dense.bench.scaling import allreduce_seconds
+    from tests.tiny_runs import ROOT
+
+    assert allreduce_seconds(1e9, 8, 100.0) == pytest.approx(1e9 * 2 * 7 / 8 / 100e9)
+    assert allreduce_seconds(1e9, 1, 100.0) == 0.0
+    cfg = write_config("segmentation", tmp_path)
+    proc = subprocess.run([sys.executable, str(ROOT / "tools" / "scaling.py"), "--config", str(cfg), "--procs", "1,2",
+                           "--steps", "2", "--warmup", "1", "--out", str(tmp_path / "out")],
+                          capture_output=True, text=True, timeout=600, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    rows = (tmp_path / "out" / "scaling.csv").read_text().splitlines()
+    assert rows[0].startswith("processes,threads_per_process,global_batch")
+    one, two = (r.split(",") for r in rows[1:3])
+    assert (one[0], one[2], two[0], two[2]) == ("1", "2", "2", "4")  # global batch doubles
+    assert float(one[4]) > 0 and float(two[4]) > 0
+    comm = (tmp_path / "out" / "comm_cost.md").read_text()
+    assert "ade20k_upernet_vit_b16.yaml" in comm and "nccl-tests" in comm
 
 
 def test_heads_convert_to_sync_batchnorm(tmp_path):

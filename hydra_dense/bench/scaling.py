@@ -1,0 +1,124 @@
+"""Data-parallel scaling: measured throughput with 1..N processes, and the gradient all-reduce cost
+of the shipped ViT-B recipes on GPU clusters, on paper.
+
+Measured: each process count runs ``tools/train.py fit`` on the same config (per-process batch as
+in the config, so the global batch grows with the processes: DDP's usual weak scaling), with the
+trainer settings of ``configs/cluster/<cluster>.yaml``; only training batches are timed
+(:class:`~hydra_dense.bench.throughput.TrainClock`), after warm-up. On CPUs the cores are split
+evenly between the processes, so 1 and N processes use the same hardware.
+
+On paper: DDP all-reduces every gradient once per optimizer step. With NCCL's ring, each GPU
+sends and receives ``2 (N-1) / N x bytes``; nccl-tests report ``busbw`` normalised so that
+``time = bytes x 2 (N-1) / N / busbw``. The default bandwidths are published nccl-tests
+measurements for 8x A100 SXM nodes (see ``BUSBW_SOURCES``) - assumptions, not measured here.
+DDP overlaps most of this with the backward pass (25 MB buckets), so it is an upper bound of what
+communication can add to a step.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Optional, Sequence
+
+import yaml
+from torch import nn
+
+__all__ = ["measure_scaling", "allreduce_seconds", "model_from_config", "comm_cost_rows", "BUSBW_SOURCES"]
+
+REPO = Path(__file__).resolve().parents[2]
+BUSBW_SOURCES = {
+    "intra": (230.0, "8x A100 SXM, NVLink, one node: 232 GB/s all_reduce busbw "
+                     "(https://github.com/NVIDIA/nccl-tests/issues/175)"),
+    "inter": (85.0, "A100 nodes with 4x 200 Gb/s HDR InfiniBand: 85-96 GB/s all_reduce busbw across nodes "
+                    "(https://github.com/NVIDIA/nccl-tests/issues/119, /issues/175)"),
+}
+
+
+def allreduce_seconds(nbytes: float, world: int, busbw_gb_s: float) -> float:
+    """Ring all-reduce time of ``nbytes`` over ``world`` GPUs at nccl-tests ``busbw`` (GB/s)."""
+    if world <= 1:
+        return 0.0
+    return nbytes * 2 * (world - 1) / world / (busbw_gb_s * 1e9)
+
+
+def model_from_config(config: str | Path) -> nn.Module:
+    """The ``model:`` of a task YAML (backbone file references resolved, no pretrained weights)."""
+    from jsonargparse import ArgumentParser
+    import lightning as L
+
+    config = Path(config)
+    model = yaml.safe_load(config.read_text())["model"]
+    backbone = model["init_args"].get("backbone")
+    if isinstance(backbone, str):
+        backbone = yaml.safe_load((config.parent / backbone).read_text())
+    backbone["init_args"].pop("pretrained", None)
+    model["init_args"]["backbone"] = backbone
+    parser = ArgumentParser()
+    parser.add_subclass_arguments(L.LightningModule, "model")
+    return parser.instantiate_classes(parser.parse_object({"model": model})).model
+
+
+def comm_cost_rows(configs: Sequence[str | Path], worlds: Sequence[int] = (8, 64), gpus_per_node: int = 8,
+                   busbw_intra: float = BUSBW_SOURCES["intra"][0],
+                   busbw_inter: float = BUSBW_SOURCES["inter"][0]) -> list[dict]:
+    """Per config: trainable parameters, fp32 / bf16 gradient bytes, all-reduce ms per step at each
+    world size (inside one node at ``busbw_intra``, across nodes at ``busbw_inter``)."""
+    rows = []
+    for cfg in configs:
+        model = model_from_config(cfg)
+        params = sum(p.numel() for p in model.parameters() if p.requires_grad)
+        row = dict(config=Path(cfg).name, params_m=params / 1e6, grad_mb_fp32=params * 4 / 1e6)
+        for world in worlds:
+            bw = busbw_intra if world <= gpus_per_node else busbw_inter
+            row[f"allreduce_ms_{world}gpu_fp32"] = 1e3 * allreduce_seconds(params * 4, world, bw)
+            row[f"allreduce_ms_{world}gpu_bf16"] = 1e3 * allreduce_seconds(params * 2, world, bw)
+        rows.append(row)
+        del model
+    return rows
+
+
+def _run_one(config: str, procs: int, cluster: str, steps: int, warmup: int, overrides: Sequence[str],
+             threads: int, timeout: float) -> dict:
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "clock.json"
+        clock = json.dumps({"class_path": "hydra_dense.bench.throughput.TrainClock",
+                            "init_args": {"skip": warmup, "out": str(out)}})
+        cmd = [sys.executable, str(REPO / "tools" / "train.py"), "fit", "--config", config,
+               "--config", str(REPO / "configs" / "cluster" / f"{cluster}.yaml"),
+               f"--trainer.devices={procs}", f"--trainer.max_steps={steps + warmup}",
+               "--trainer.limit_val_batches=0", "--trainer.num_sanity_val_steps=0", "--trainer.logger=false",
+               "--trainer.enable_checkpointing=false", "--trainer.enable_progress_bar=false",
+               f"--trainer.default_root_dir={tmp}", f"--trainer.callbacks+={clock}", *overrides]
+        if procs == 1:
+            cmd.append("--trainer.strategy=auto")  # the baseline without a process group
+        env = dict(os.environ, OMP_NUM_THREADS=str(threads), PYTHONPATH=str(REPO))
+        proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
+        if proc.returncode != 0 or not out.is_file():
+            raise RuntimeError(f"{procs} process(es) failed (exit {proc.returncode}):\n{proc.stderr[-3000:]}")
+        return json.loads(out.read_text())
+
+
+def measure_scaling(config: str, procs: Sequence[int] = (1, 2), cluster: str = "cpu_gloo", steps: int = 20,
+                    warmup: int = 3, overrides: Sequence[str] = (), cores: Optional[int] = None,
+                    timeout: float = 1800) -> list[dict]:
+    """Training images/s for each process count (see the module docstring)."""
+    cores = cores or os.cpu_count() or 1
+    rows: list[dict] = []
+    for p in procs:
+        threads = max(1, cores // p) if cluster.startswith("cpu") else int(os.environ.get("OMP_NUM_THREADS", 4))
+        print(f"[scaling] {p} process(es) x {threads} thread(s): {steps} timed steps after {warmup}", flush=True)
+        r = _run_one(config, p, cluster, steps, warmup, overrides, threads, timeout)
+        ips = r["images_per_s"]
+        first = rows[0] if rows else dict(processes=p, images_per_s=ips)
+        speedup = ips / first["images_per_s"]
+        # CPU processes split the same cores: the ideal is no loss (1x); GPUs add hardware (p x)
+        ideal = 1.0 if cluster.startswith("cpu") else p / first["processes"]
+        rows.append(dict(processes=p, threads_per_process=threads,
+                         global_batch=r["images_per_rank"] // max(r["steps"], 1) * p,
+                         step_s=r["seconds"] / max(r["steps"], 1), images_per_s=ips, speedup=speedup,
+                         ideal_speedup=ideal, efficiency=speedup / ideal))
+    return rows
