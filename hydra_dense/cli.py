@@ -27,7 +27,7 @@ from lightning.pytorch.cli import LightningCLI
 from lightning.pytorch.utilities import rank_zero_info
 
 from .runtime import (AtomicCheckpointIO, NonFiniteLossGuard, RNGStateCheckpoint, StepBoundaryRequeue,
-                      check_checkpoint_matches, find_resume_checkpoint)
+                      check_checkpoint_matches, find_resume_checkpoint, remove_stale_temporaries)
 
 SPECIAL_CKPT = ("best", "hpc", "registry")
 
@@ -75,6 +75,9 @@ class HydraDenseCLI(LightningCLI):
         if path is None or path in SPECIAL_CKPT:
             return
         if path == "last":
+            removed = remove_stale_temporaries(self.trainer.default_root_dir)
+            if removed:
+                rank_zero_info(f"[resume] removed {removed} half-written checkpoint(s) of the interrupted run")
             found = find_resume_checkpoint(self.trainer.default_root_dir)
             if found is None:
                 rank_zero_info(f"[resume] no last*.ckpt / hpc_ckpt_*.ckpt under {self.trainer.default_root_dir}: "

@@ -116,7 +116,9 @@ def test_kill_during_a_checkpoint_write_keeps_the_previous_one(tmp_path):
     assert torch.load(ckpt, weights_only=False)["global_step"] == 4  # the first save, whole
     assert list(ckpt.parent.glob(".last.ckpt.tmp-*"))  # the half-written second one, never renamed
     ok(train("fit", cfg, tmp_path / "run", "--checkpoint_every_n_steps=4", "--ckpt_path=last"))
-    assert torch.load(newest_checkpoint(tmp_path / "run"), weights_only=False)["global_step"] == 12
+    done = newest_checkpoint(tmp_path / "run")
+    assert torch.load(done, weights_only=False)["global_step"] == 12
+    assert not list(done.parent.parent.parent.rglob(".last.ckpt.tmp-*"))  # the stale half-file was removed
 
 
 def test_slurm_requeue_signal_saves_and_the_requeued_job_resumes(tmp_path):

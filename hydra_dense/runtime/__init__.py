@@ -2,8 +2,9 @@
 from .checkpoint_io import AtomicCheckpointIO
 from .nonfinite import NonFiniteLossGuard
 from .requeue import StepBoundaryRequeue
-from .resume import CheckpointMismatchError, check_checkpoint_matches, find_resume_checkpoint
+from .resume import (CheckpointMismatchError, check_checkpoint_matches, find_resume_checkpoint,
+                     remove_stale_temporaries)
 from .rng_state import RNGStateCheckpoint
 
 __all__ = ["AtomicCheckpointIO", "NonFiniteLossGuard", "RNGStateCheckpoint", "StepBoundaryRequeue", "CheckpointMismatchError",
-           "check_checkpoint_matches", "find_resume_checkpoint"]
+           "check_checkpoint_matches", "find_resume_checkpoint", "remove_stale_temporaries"]

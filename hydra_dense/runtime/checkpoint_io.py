@@ -23,7 +23,8 @@ class AtomicCheckpointIO(TorchCheckpointIO):
     move is a copy into the target path - a kill or a full ``/tmp`` during that copy leaves a
     truncated checkpoint (and ``/tmp`` must hold a whole checkpoint). Here the rename is within
     one directory, atomic on POSIX file systems; the directory is fsynced so the rename survives a
-    node crash. Remote URLs (``s3://``...) keep Lightning's behaviour.
+    node crash. A temporary file left by a killed writer is removed when ``--ckpt_path last``
+    resumes that run. Remote URLs (``s3://``...) keep Lightning's behaviour.
     """
 
     def save_checkpoint(self, checkpoint: dict[str, Any], path, storage_options: Optional[Any] = None) -> None:

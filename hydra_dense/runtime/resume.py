@@ -7,7 +7,7 @@ from typing import Optional
 import torch
 from torch import nn
 
-__all__ = ["find_resume_checkpoint", "check_checkpoint_matches", "CheckpointMismatchError"]
+__all__ = ["find_resume_checkpoint", "check_checkpoint_matches", "CheckpointMismatchError", "remove_stale_temporaries"]
 
 RESUME_PATTERNS = ("last*.ckpt", "hpc_ckpt_*.ckpt")
 
@@ -26,6 +26,18 @@ def find_resume_checkpoint(root: str | Path) -> Optional[Path]:
         return None
     found = [p for pattern in RESUME_PATTERNS for p in root.rglob(pattern) if p.is_file()]
     return max(found, key=lambda p: p.stat().st_mtime) if found else None
+
+
+def remove_stale_temporaries(root: str | Path) -> int:
+    """Delete ``.*.ckpt.tmp-*`` files under ``root`` - half-written checkpoints of a killed run
+    (see :class:`~hydra_dense.runtime.AtomicCheckpointIO`); call only when resuming that run."""
+    root = Path(root)
+    if not root.is_dir():
+        return 0
+    stale = list(root.rglob(".*.ckpt.tmp-*"))
+    for path in stale:
+        path.unlink(missing_ok=True)
+    return len(stale)
 
 
 def _shape_list(keys, limit: int = 5) -> str:
