@@ -105,6 +105,10 @@ class ViT(VisionTransformer):
         self.in_chans = in_chans
         self.pos_embed_antialias = pos_embed_antialias
         self.out_norm = out_norm
+        if not out_norm:
+            # kept for checkpoint compatibility (MAE / timm weights have it) but frozen: a trainable
+            # parameter that never gets a gradient breaks DDP with find_unused_parameters=False
+            self.norm.requires_grad_(False)
         depth_ = dims["depth"]
         for i in out_indices:
             if not -depth_ <= i < depth_:
