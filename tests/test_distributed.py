@@ -86,6 +86,25 @@ def test_kill_and_resume_under_ddp(tmp_path):
         assert torch.equal(full[k], again[k]), k
 
 
+def test_torchrun_launch_equals_lightning_launch(tmp_path):
+    """The README's torchrun route (Lightning reads the torchelastic environment) trains the same
+    model as Lightning's own launcher: identical final weights."""
+    import os
+    import subprocess
+    import sys
+
+    cfg = write_config("segmentation", tmp_path)
+    ok(train("fit", cfg, tmp_path / "lightning", "--checkpoint_every_n_steps=4", cluster="cpu_gloo"))
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
+           str(ROOT / "tools" / "train.py"), "fit", "--config", str(cfg), "--config",
+           str(ROOT / "configs" / "cluster" / "cpu_gloo.yaml"), f"--trainer.default_root_dir={tmp_path / 'torchrun'}",
+           "--checkpoint_every_n_steps=4"]
+    env = dict(os.environ, PYTHONPATH=str(ROOT), OMP_NUM_THREADS="1")
+    ok(subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300))
+    a, b = weights(newest_checkpoint(tmp_path / "lightning")), weights(newest_checkpoint(tmp_path / "torchrun"))
+    assert all(torch.equal(a[k], b[k]) for k in a)
+
+
 @pytest.mark.parametrize("task,rank", [("segmentation", 0), ("segmentation", 1), ("detection", 1), ("video", 1)])
 def test_a_failing_rank_ends_the_whole_job(task, rank, tmp_path):
     """One rank raises mid-training: the job exits non-zero within a bounded time, no hang."""
