@@ -62,8 +62,7 @@ def seeded_rngs(seed: int):
 class SeededSamples(Dataset):
     """``dataset`` indexed by ``(index, sample_seed)``: the sample is built under :func:`seeded_rngs`.
 
-    Plain integer indices pass through unseeded. Attributes of the wrapped dataset (``skipped``,
-    ``records``...) are reachable through the wrapper.
+    Plain integer indices pass through unseeded.
     """
 
     def __init__(self, dataset: Dataset) -> None:
@@ -78,11 +77,6 @@ class SeededSamples(Dataset):
             with seeded_rngs(seed):
                 return self.dataset[index]
         return self.dataset[key]
-
-    def __getattr__(self, name: str):
-        if name == "dataset":  # not set yet (unpickling): avoid recursion
-            raise AttributeError(name)
-        return getattr(self.dataset, name)
 
 
 class ResumableSampler(DistributedSampler):
