@@ -49,8 +49,10 @@ class HydraDenseCLI(LightningCLI):
         try:
             super().instantiate_classes()
         except (ValueError, FileNotFoundError, TypeError) as err:
-            lines = [ln.strip()[2:] for ln in str(err).splitlines() if ln.strip().startswith("- ")
-                     and "Expected a <class 'NoneType'>" not in ln]
+            noise = ("Expected a <class 'NoneType'>", "Given value", "Subtypes:", "Errors:",
+                     "Does not validate against any of the Union subtypes")
+            lines = [ln.strip().removeprefix("- ") for ln in str(err).splitlines()
+                     if ln.strip() and not any(n in ln for n in noise)]
             self.parser.error("\n  ".join(lines) if lines else str(err))
 
     def _instantiate_trainer(self, config: dict[str, Any], callbacks: list[Callback]) -> L.Trainer:

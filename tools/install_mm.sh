@@ -17,6 +17,8 @@ mkdir -p "$WHEELS"
 if ! ls "$WHEELS"/mmcv-2.1.0-*.whl >/dev/null 2>&1; then
   echo "[mm] no mmcv 2.1.0 wheel for torch $TORCH in $WHEELS: building it from source"
   echo "[mm] (once per machine; about 20 min of CPU on 2 cores; progress as [compiled/total] below)"
+  # setuptools<70 only for the build (mmcv's setup.py imports pkg_resources), restored after it:
+  # torch 2.14 requires setuptools>=77 (hydra_dense.mm patches mmengine's pkg_resources lookups)
   "$PY" -m pip install -q "setuptools<70" wheel ninja
   src=$(mktemp -d)
   trap 'rm -rf "$src"' EXIT
@@ -26,6 +28,7 @@ if ! ls "$WHEELS"/mmcv-2.1.0-*.whl >/dev/null 2>&1; then
   (cd "$src/mmcv-2.1.0" && MAX_JOBS="$(nproc)" MMCV_WITH_OPS=1 \
      "$PY" -m pip wheel -v --no-build-isolation --no-deps -w "$WHEELS" . 2>&1 |
      grep --line-buffered -E '^\[[0-9]+/[0-9]+\]|[Ee]rror|Created wheel' | sed -u 's/ -[^ ]*//g' | cut -c1-120)
+  "$PY" -m pip install -q "setuptools>=77.0.3"
   ls "$WHEELS"/mmcv-2.1.0-*.whl >/dev/null 2>&1 || { echo "[mm] the mmcv build failed" >&2; exit 1; }
 else
   echo "[mm] using the cached wheel $(ls "$WHEELS"/mmcv-2.1.0-*.whl)"
