@@ -172,3 +172,16 @@ def test_full_size_mm_configs_build(mm, config):
     assert len(vit.blocks) == 12 and vit.embed_dim == 768
     kinds = vit.plan.describe(12)
     assert "hydra" in kinds, kinds
+
+
+def test_openmmlab_checkpoint_with_numpy_meta_loads(mm, tmp_path):
+    """mmengine's loader under torch >= 2.6 (weights_only by default) with an OpenMMLab-style
+    checkpoint whose meta holds numpy values: loads (allow-listed numpy types, no arbitrary code)."""
+    import numpy as np
+    from mmengine.runner.checkpoint import _load_checkpoint
+
+    path = tmp_path / "mm.pth"
+    torch.save({"meta": {"best_score": np.float64(41.5), "classes": np.array([1, 2]), "mmengine_version": "0.10.7"},
+                "state_dict": {"w": torch.ones(2)}}, path)
+    ckpt = _load_checkpoint(str(path), map_location="cpu")
+    assert float(ckpt["meta"]["best_score"]) == 41.5 and torch.equal(ckpt["state_dict"]["w"], torch.ones(2))

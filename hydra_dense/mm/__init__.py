@@ -11,9 +11,10 @@ from .availability import require_mm
 require_mm()
 
 from .backbone import HydraViT, ViTDetSimpleFPN, register  # noqa: E402
-from .compat import patch_mmengine_package_lookup  # noqa: E402
+from .compat import patch_mmengine_checkpoint_loading, patch_mmengine_package_lookup  # noqa: E402
 
 patch_mmengine_package_lookup()
+patch_mmengine_checkpoint_loading()
 register()
 
 __all__ = ["HydraViT", "ViTDetSimpleFPN", "register", "require_mm"]

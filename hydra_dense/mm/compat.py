@@ -51,3 +51,31 @@ def patch_mmengine_package_lookup() -> None:
     for module in (config_module, package_utils):
         module.is_installed = _is_installed
         module.get_installed_path = _installed_path
+
+
+def _numpy_safe_globals() -> list:
+    """numpy objects OpenMMLab checkpoints keep in their ``meta`` (scores, class arrays)."""
+    import numpy as np
+
+    core = getattr(np, "_core", None) or np.core
+    found = [core.multiarray._reconstruct, core.multiarray.scalar, np.ndarray, np.dtype]
+    found += [type(np.dtype(t)) for t in ("float64", "float32", "int64", "int32", "bool", "uint8")]
+    return found
+
+
+def patch_mmengine_checkpoint_loading() -> None:
+    """mmengine 0.10.7 calls ``torch.load`` without ``weights_only``; torch >= 2.6 then refuses the
+    numpy values in OpenMMLab checkpoints' ``meta`` (``load_from``, ``init_cfg=Pretrained``).
+    Local checkpoints are loaded with ``weights_only=True`` and numpy's array / scalar types
+    allow-listed - still no arbitrary code from a checkpoint."""
+    import torch
+    from mmengine.runner.checkpoint import CheckpointLoader
+
+    def load_from_local(filename, map_location=None):
+        filename = os.path.expanduser(filename)
+        if not os.path.isfile(filename):
+            raise FileNotFoundError(f"{filename} can not be found.")
+        with torch.serialization.safe_globals(_numpy_safe_globals()):
+            return torch.load(filename, map_location=map_location, weights_only=True)
+
+    CheckpointLoader.register_scheme(prefixes="", force=True)(load_from_local)
