@@ -21,6 +21,20 @@ def test_missing_mmcv_says_how_to_install(monkeypatch):
         importlib.import_module("hydra_dense.mm")
 
 
+def test_mmcv_without_loadable_ops_says_it_was_built_for_another_torch(monkeypatch):
+    """mmcv importable but ``mmcv.ops`` not (a wheel built for another torch fails to load its
+    extension): the message says so and how to fix it."""
+    import types
+
+    fake = types.ModuleType("mmcv")
+    fake.__version__ = "2.1.0"
+    monkeypatch.setitem(sys.modules, "mmcv", fake)
+    monkeypatch.setitem(sys.modules, "mmcv.ops", None)  # import mmcv.ops -> ImportError
+    monkeypatch.delitem(sys.modules, "hydra_dense.mm", raising=False)
+    with pytest.raises(ImportError, match="compiled ops do not load with this torch.*install_mm.sh"):
+        importlib.import_module("hydra_dense.mm")
+
+
 @pytest.fixture(scope="module")
 def mm():
     pytest.importorskip("mmcv.ops", reason="needs the OpenMMLab stack: tools/install_mm.sh")
