@@ -35,8 +35,15 @@ def _repo_root() -> Path:
 
 
 def _prepare_default_data(config: Path) -> None:
-    """Prepare the embedded data a demo config points at (cached, idempotent)."""
+    """Prepare the embedded data a demo config points at (cached, idempotent); for a YAML that
+    wraps an OpenMMLab config, the data paths are in that config."""
+    import re
+
     text = config.read_text()
+    for mm_config in re.findall(r"config:\s*(\S+\.py)", text):
+        path = Path(mm_config) if Path(mm_config).is_file() else _repo_root() / mm_config
+        if path.is_file():
+            text += path.read_text()
     if "digit_scenes" in text:
         from .data.demo_segmentation import prepare
 
@@ -130,7 +137,7 @@ def run_comparison(args: argparse.Namespace, overrides: list[str]) -> list[dict]
         print(f"\n=== [{name}] training ===", flush=True)
         seed_everything(args.seed, workers=True)
         ov = list(overrides) + extra
-        if weights and "VideoViT" not in config.read_text():
+        if weights and "VideoViT" not in config.read_text() and "hydra_dense.mm" not in config.read_text():
             ov.append(f"--model.init_args.backbone.init_args.pretrained={weights}")
         if args.max_steps:
             ov.append(f"--trainer.max_steps={args.max_steps}")
@@ -155,7 +162,10 @@ def run_comparison(args: argparse.Namespace, overrides: list[str]) -> list[dict]
         params = sum(p.numel() for p in model.parameters()) / 1e6
         dm.setup("fit")
         sample = dm.datasets["train"][0]
-        x = sample[0][None].to(model.device)  # one training input: (1, 3, H, W) or (1, 3, T, H, W)
+        if isinstance(sample, dict):  # an OpenMMLab config (hydra_dense.mm): its own preprocessing
+            x = model.images_of({k: [v] for k, v in sample.items()}).to(model.device)
+        else:
+            x = sample[0][None].to(model.device)  # one training input: (1, 3, H, W) or (1, 3, T, H, W)
         model.eval()
         with torch.no_grad():
             gflops = count_flops(lambda: model(x)) / 1e9
@@ -173,7 +183,8 @@ def run_comparison(args: argparse.Namespace, overrides: list[str]) -> list[dict]
     dm.setup("validate")
     batch = next(iter(dm.val_dataloader()))
     device = next(iter(models.values())).device
-    images = batch[0][: args.speed_batch]
+    first = next(iter(models.values()))
+    images = (first.images_of(batch) if isinstance(batch, dict) else batch[0])[: args.speed_batch]
     images = [im.to(device) for im in images] if isinstance(images, list) else images.to(device)
     with torch.inference_mode():
         t = interleaved_medians({n: (lambda m=m: m(images)) for n, m in models.items()}, warmup=1,

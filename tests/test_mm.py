@@ -199,3 +199,27 @@ def test_openmmlab_checkpoint_with_numpy_meta_loads(mm, tmp_path):
                 "state_dict": {"w": torch.ones(2)}}, path)
     ckpt = _load_checkpoint(str(path), map_location="cpu")
     assert float(ckpt["meta"]["best_score"]) == 41.5 and torch.equal(ckpt["state_dict"]["w"], torch.ones(2))
+
+
+def test_comparison_job_takes_an_mm_config(mm, tmp_path):
+    """tools/compare.py on the tiny mmseg config: the plans swapped inside the mm model, one table
+    with val_mIoU (as a fraction, like hydra_dense's own tasks) and the speed columns."""
+    import csv
+    import json
+
+    from hydra_dense.compare import main as compare_main
+    from tests.test_segmentation import make_ade
+    from tests.tiny_runs import ROOT
+
+    root = make_ade(tmp_path / "ade", n_train=8, n_val=2, size=112)
+    opts = json.dumps({f"{s}_dataloader.dataset.data_root": str(root) for s in ("train", "val")})
+    out = tmp_path / "out"
+    assert compare_main(["--config", str(ROOT / "configs" / "mm" / "seg_digits_tiny.yaml"), "--plans", "msa,hydra",
+                         "--pretrained", "none", "--out", str(out), "--speed-repeats", "2", "--speed-size", "224",
+                         "--max-steps", "3", "--trainer.val_check_interval=3", f"--data.init_args.data_options={opts}",
+                         "--data.init_args.num_workers=0", "--data.init_args.batch_size=2"]) == 0
+    rows = list(csv.DictReader((out / "table.csv").open()))
+    assert [r["plan"] for r in rows] == ["msa", "hydra"] and rows[1]["attention"] == "hydra x4"
+    for r in rows:
+        assert r["metric"] == "val_mIoU" and 0 <= float(r["score"]) <= 100 and float(r["infer_img_s_big"]) > 0
+    assert float(rows[1]["flop_ideal_big"]) > 1.0

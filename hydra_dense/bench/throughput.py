@@ -33,7 +33,8 @@ class TrainClock(L.Callback):
             return
         self.seconds += dt
         self.steps += 1
-        self.images += len(batch[0])  # a tensor batch or a list of images (detection)
+        # a tensor batch, a list of images (detection) or an OpenMMLab dict batch
+        self.images += len(batch["inputs"] if isinstance(batch, dict) else batch[0])
 
     def on_train_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         if self.out and trainer.is_global_zero:

@@ -79,6 +79,32 @@ class MMTask(L.LightningModule):
         self.model = MODELS.build(self.cfg.model)
         self.model.init_weights()
         self._evaluator = None
+        # mmseg's IoUMetric reports percentages, hydra_dense logs fractions (as torchmetrics does)
+        self._metric_scale = 0.01 if self.cfg.default_scope == "mmseg" else 1.0
+
+    @property
+    def backbone(self):
+        """The hydra_dense ViT inside the mm model (``set_plan`` swaps its attention, as for our tasks)."""
+        return self.model.backbone.vit
+
+    def forward(self, images: torch.Tensor):
+        """Normalised ``(B, 3, H, W)`` -> the model's predictions (``predict`` with minimal metadata);
+        what the comparison job times and counts FLOPs of."""
+        from mmengine.structures import BaseDataElement
+
+        h, w = images.shape[-2:]
+        meta = dict(img_shape=(h, w), ori_shape=(h, w), pad_shape=(h, w), batch_input_shape=(h, w),
+                    scale_factor=(1.0, 1.0))
+        if self.cfg.default_scope == "mmseg":
+            from mmseg.structures import SegDataSample as Sample
+        else:
+            from mmdet.structures import DetDataSample as Sample
+        samples: list[BaseDataElement] = [Sample(metainfo=meta) for _ in range(len(images))]
+        return self.model.predict(images, samples)
+
+    def images_of(self, batch: dict) -> torch.Tensor:
+        """The normalised image tensor of a data-loader batch (the config's data preprocessor)."""
+        return self.model.data_preprocessor(batch, False)["inputs"]
 
     def training_step(self, batch: dict, batch_idx: int) -> torch.Tensor:
         data = self.model.data_preprocessor(batch, training=True)
@@ -108,7 +134,10 @@ class MMTask(L.LightningModule):
         metrics = self._evaluator.evaluate(size)  # gathers over ranks, drops the sampler's padding
         for k, v in metrics.items():
             if isinstance(v, numbers.Real):  # numpy scalars too (IoUMetric returns float32)
-                self.log(f"val_{k.split('/')[-1]}", float(v), prog_bar=True, rank_zero_only=False)
+                name = k.split("/")[-1]
+                self.log(f"val_{name}", float(v) * self._metric_scale, prog_bar=True)
+                if name in ("bbox_mAP", "bbox_mAP_50"):  # the names hydra_dense's DetectionTask logs
+                    self.log(f"val_{name.removeprefix('bbox_')}", float(v), prog_bar=False)
 
     def predict_step(self, batch: dict, batch_idx: int):
         return self.model.test_step(batch)
@@ -137,6 +166,20 @@ class MMDataModule(L.LightningDataModule):
         self.save_hyperparameters()
         self.cfg = load_mm_config(config, data_options)
         self.datasets: dict = {}
+
+    def prepare_data(self) -> None:
+        """The embedded demo data, when the config points at its default folders (cached)."""
+        roots = {Path(str(self.cfg[f"{s}_dataloader"]["dataset"].get("data_root", ""))) for s in ("train", "val")
+                 if self.cfg.get(f"{s}_dataloader")}
+        for root in roots:  # prepare() is idempotent and writes where the config points
+            if root.name == "digit_scenes":
+                from ..data.demo_segmentation import prepare
+
+                prepare(root)
+            elif root.name == "digit_instances":
+                from ..data.demo_instances import prepare as prepare_instances
+
+                prepare_instances(root)
 
     def setup(self, stage: Optional[str] = None) -> None:
         from mmengine.registry import DATASETS
