@@ -27,7 +27,7 @@ if ! ls "$WHEELS"/mmcv-2.1.0-*.whl >/dev/null 2>&1; then
   sed -i 's/-std=c++14/-std=c++20/g; s/-std=c++17/-std=c++20/g' "$src/mmcv-2.1.0/setup.py"
   (cd "$src/mmcv-2.1.0" && MAX_JOBS="$(nproc)" MMCV_WITH_OPS=1 \
      "$PY" -m pip wheel -v --no-build-isolation --no-deps -w "$WHEELS" . 2>&1 |
-     grep --line-buffered -E '^\[[0-9]+/[0-9]+\]|[Ee]rror|Created wheel' | sed -u 's/ -[^ ]*//g' | cut -c1-120)
+     grep --line-buffered -E '\[[0-9]+/[0-9]+\]|[Ee]rror|Created wheel' | sed -u 's/ -[^ ]*//g' | cut -c1-120)
   "$PY" -m pip install -q "setuptools>=77.0.3"
   ls "$WHEELS"/mmcv-2.1.0-*.whl >/dev/null 2>&1 || { echo "[mm] the mmcv build failed" >&2; exit 1; }
 else
