@@ -146,15 +146,9 @@ def test_heads_convert_to_sync_batchnorm(tmp_path):
     UPerNet head and its FCN auxiliary head. torch runs SyncBatchNorm on GPUs only, so on CPU this
     checks the conversion, not the synchronised statistics. (The detectors' pyramid uses
     LayerNorm and torchvision's v1 heads have no norm: nothing to synchronise there.)"""
-    import yaml
-    from jsonargparse import ArgumentParser
+    from hydra_dense.bench.scaling import model_from_config
 
-    from hydra_dense.tasks import SegmentationTask
-
-    cfg = yaml.safe_load(write_config("segmentation", tmp_path).read_text())["model"]
-    parser = ArgumentParser()
-    parser.add_subclass_arguments(SegmentationTask, "model")
-    model = parser.instantiate_classes(parser.parse_object({"model": cfg})).model
+    model = model_from_config(write_config("segmentation", tmp_path))
     assert sum(isinstance(m, torch.nn.BatchNorm2d) for m in model.modules()) >= 2
     converted = torch.nn.SyncBatchNorm.convert_sync_batchnorm(model)
     kinds = {type(m).__name__ for m in converted.modules() if "BatchNorm" in type(m).__name__}

@@ -1,6 +1,7 @@
 """Resumable sampling, the NaN guard, atomic checkpoints, SLURM requeue, and CLI errors that come
 before any training."""
 import os
+from pathlib import Path
 import signal
 import stat
 import sys
@@ -106,6 +107,16 @@ def test_without_the_guard_nan_reaches_the_weights(tmp_path):
     assert not all(torch.isfinite(p).all() for p in task.parameters())
 
 
+def _stand_in(tmp_path, name: str, script: str) -> Path:
+    """A fake cluster command ``name`` (shell ``script``) in a folder to put first on PATH."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir(exist_ok=True)
+    exe = bin_dir / name
+    exe.write_text("#!/bin/sh\n" + script)
+    exe.chmod(exe.stat().st_mode | stat.S_IEXEC)
+    return bin_dir
+
+
 # ---- checkpoints on disk --------------------------------------------------------------------
 def test_kill_during_a_checkpoint_write_keeps_the_previous_one(tmp_path):
     cfg = write_config("segmentation", tmp_path)
@@ -127,11 +138,7 @@ def test_slurm_requeue_signal_saves_and_the_requeued_job_resumes(tmp_path):
     the same command again (the requeued job) resumes and ends with the uninterrupted weights."""
     cfg = write_config("segmentation", tmp_path)
     ok(train("fit", cfg, tmp_path / "full", "--checkpoint_every_n_steps=4"))
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    fake = bin_dir / "scontrol"
-    fake.write_text(f"#!/bin/sh\necho \"$@\" >> {tmp_path / 'scontrol.log'}\n")
-    fake.chmod(fake.stat().st_mode | stat.S_IEXEC)
+    bin_dir = _stand_in(tmp_path, "scontrol", f"echo \"$@\" >> {tmp_path / 'scontrol.log'}\n")
     env = dict(SLURM_NTASKS="1", SLURM_NTASKS_PER_NODE="1", SLURM_PROCID="0", SLURM_LOCALID="0", SLURM_NODEID="0",
                SLURM_JOB_ID="4242", SLURM_JOB_NAME="train", SLURM_NODELIST="localhost",
                PATH=f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
@@ -203,11 +210,7 @@ def test_slurm_templates_run_and_resume(template, tmp_path):
     from tests.tiny_runs import ROOT, write_config
 
     cfg = write_config("segmentation", tmp_path)
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    srun = bin_dir / "srun"
-    srun.write_text('#!/bin/sh\nwhile [ "${1#--}" != "$1" ]; do shift; done\nexec "$@"\n')  # drop srun options
-    srun.chmod(srun.stat().st_mode | stat.S_IEXEC)
+    bin_dir = _stand_in(tmp_path, "srun", 'while [ "${1#--}" != "$1" ]; do shift; done\nexec "$@"\n')  # drop options
     env = dict(os.environ, PATH=f"{bin_dir}{os.pathsep}{os.environ['PATH']}", SLURM_SUBMIT_DIR=str(ROOT),
                HYDRA_DENSE_VENV=sys.prefix, RUN_DIR=str(tmp_path / "run"), SLURM_JOB_ID="77",
                SLURM_JOB_NAME="t", PYTHONPATH=str(ROOT))
