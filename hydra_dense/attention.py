@@ -26,6 +26,8 @@ from torch import nn
 from timm.layers import Attention as TimmAttention
 from timm.models.vision_transformer_sam import get_decomposed_rel_pos_bias
 
+from .local_mixing import LocalMixing, parse_local
+
 __all__ = [
     "hydra_attention",
     "hydra_attention_eager",
@@ -37,6 +39,7 @@ __all__ = [
     "WindowMSAttention",
     "NoMixAttention",
     "LinearAttention",
+    "GlobalLinearAttention",
     "AttentionKind",
     "AttentionPlan",
     "build_attention",
@@ -46,6 +49,7 @@ __all__ = [
 AttentionKind = Literal["msa", "hydra", "window", "none", "linear"]
 ATTENTION_KINDS: tuple[str, ...] = get_args(AttentionKind)
 KernelName = Literal["cosine", "relu", "elu", "sigmoid", "identity"]
+LOCAL_KINDS = ("hydra", "linear")  # the kinds a plan's ``local`` branch applies to
 
 # Added to ||x||^2 before the rsqrt. The norm is always formed in fp32 (never in fp16/bf16, where
 # F.normalize's eps and the squares of small entries underflow), so a tiny eps is safe: a zero
@@ -325,7 +329,42 @@ class MSAttention(PlannedAttention):
         return self._out(out.transpose(1, 2).reshape(B, N, D))
 
 
-class HydraAttention(PlannedAttention):
+class GlobalLinearAttention(PlannedAttention):
+    """Base of the global linear attentions (Hydra, multi-head linear): an optional local branch.
+
+    ``local`` names a :mod:`~hydra_dense.local_mixing` variant (``"dwc3"`` ...): a zero-initialised
+    depthwise convolution over the token grid (``local_dims`` = 2 for images, 3 for video, 1 for a
+    temporal axis), added to the global output before ``proj``. Its parameters are ``local.conv.*``.
+    """
+
+    def __init__(self, dim: int, num_heads: int = 8, local: Optional[str] = None, local_dims: int = 2,
+                 **kwargs) -> None:
+        super().__init__(dim, num_heads=num_heads, **kwargs)
+        spec = parse_local(local)
+        self.local = LocalMixing(dim, spec, local_dims) if spec is not None else None
+
+    @property
+    def local_name(self) -> Optional[str]:
+        return self.local.spec.name if self.local is not None else None
+
+    def _qkv_flat(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """``(B, N, D)`` -> q, k, v each ``(B, N, D)`` (q/k norms applied per original head)."""
+        B, N, D = x.shape
+        if isinstance(self.q_norm, nn.Identity):
+            return self.qkv(x).unflatten(-1, (3, D)).unbind(-2)  # no copies
+        return tuple(t.transpose(1, 2).reshape(B, N, D) for t in self._heads(x))  # type: ignore[return-value]
+
+    def _mix_out(self, glob: torch.Tensor, x: torch.Tensor, v: torch.Tensor,
+                 layout: Optional[TokenLayout]) -> torch.Tensor:
+        if self.local is not None:
+            glob = glob + self.local(x if self.local.spec.source == "x" else v, layout)
+        return self._out(glob)
+
+    def extra_repr(self) -> str:
+        return super().extra_repr() + (f", local={self.local_name}" if self.local is not None else "")
+
+
+class HydraAttention(GlobalLinearAttention):
     """Hydra attention (H = D heads, cosine kernel) on timm Attention's parameters.
 
     ``num_heads`` is kept only so the module can be swapped back to MSA; q/k norms, when the
@@ -336,16 +375,12 @@ class HydraAttention(PlannedAttention):
 
     def forward(self, x: torch.Tensor, layout: Optional[TokenLayout] = None) -> torch.Tensor:
         self._check(x, layout)
-        B, N, D = x.shape
-        if isinstance(self.q_norm, nn.Identity):
-            q, k, v = self.qkv(x).unflatten(-1, (3, D)).unbind(-2)  # each (B, N, D), no copies
-        else:
-            q, k, v = (t.transpose(1, 2).reshape(B, N, D) for t in self._heads(x))
+        q, k, v = self._qkv_flat(x)
         mask = layout.key_padding_mask if layout is not None else None
-        return self._out(hydra_attention(q, k, v, key_padding_mask=mask))
+        return self._mix_out(hydra_attention(q, k, v, key_padding_mask=mask), x, v, layout)
 
 
-class LinearAttention(PlannedAttention):
+class LinearAttention(GlobalLinearAttention):
     """Multi-head linear attention with ``linear_heads`` heads and a decomposable kernel (ablations)."""
 
     kind = "linear"
@@ -364,7 +399,7 @@ class LinearAttention(PlannedAttention):
         B, N, D = x.shape
         q, k, v = self.qkv(x).unflatten(-1, (3, D)).unbind(-2)
         mask = layout.key_padding_mask if layout is not None else None
-        return self._out(linear_attention(q, k, v, self.linear_heads, self.kernel, mask))
+        return self._mix_out(linear_attention(q, k, v, self.linear_heads, self.kernel, mask), x, v, layout)
 
     def extra_repr(self) -> str:
         return super().extra_repr() + f", linear_heads={self.linear_heads}, kernel={self.kernel}"
@@ -465,8 +500,9 @@ def build_attention(kind: str, dim: int, num_heads: int, **kwargs) -> PlannedAtt
     """Build the attention module for ``kind`` (one of :data:`ATTENTION_KINDS`)."""
     if kind not in _MODULES:
         raise ValueError(f"unknown attention {kind!r}; choose from {list(ATTENTION_KINDS)}")
-    own = {"window": ("window_size", "rel_pos"), "linear": ("linear_heads", "kernel")}
-    specific = {"window_size", "rel_pos", "linear_heads", "kernel"}
+    own = {"window": ("window_size", "rel_pos"), "linear": ("linear_heads", "kernel", "local", "local_dims"),
+           "hydra": ("local", "local_dims")}
+    specific = {"window_size", "rel_pos", "linear_heads", "kernel", "local", "local_dims"}
     common = {k: v for k, v in kwargs.items() if k not in specific}
     extra = {k: kwargs[k] for k in own.get(kind, ()) if k in kwargs}
     return _MODULES[kind](dim, num_heads=num_heads, **extra, **common)
@@ -483,11 +519,13 @@ class AttentionPlan:
     every block into windowed MSA except ``global_blocks``, which run ``global_attention``
     (ViTDet); ``hydra_last`` makes the last L blocks Hydra; ``hydra_blocks`` lists blocks
     made Hydra (the paper's hybrids); ``blocks`` spells out every block explicitly.
-    Negative indices count from the end.
+    Negative indices count from the end. ``local`` adds a local-mixing branch
+    (:mod:`hydra_dense.local_mixing`, e.g. ``dwc3``) to every Hydra / linear block.
 
     Examples (YAML)::
 
         plan: {default: hydra}                                   # all Hydra
+        plan: {default: hydra, local: dwc3}                      # all Hydra + 3x3 depthwise conv on v
         plan: {default: msa, hydra_last: 2}                      # paper's best hybrid
         plan: {window_size: 14, global_blocks: [2, 5, 8, 11], global_attention: hydra}  # ViTDet
     """
@@ -502,6 +540,7 @@ class AttentionPlan:
     blocks: Optional[list[AttentionKind]] = None
     linear_heads: Optional[int] = None
     kernel: KernelName = "cosine"
+    local: Optional[str] = None
 
     @classmethod
     def coerce(cls, plan: Union["AttentionPlan", str, Sequence[str], dict, None]) -> "AttentionPlan":
@@ -532,6 +571,7 @@ class AttentionPlan:
         for name in [self.default, self.global_attention] + list(self.blocks or []):
             if name not in ATTENTION_KINDS:
                 raise ValueError(f"attention plan: unknown attention {name!r}; choose from {list(ATTENTION_KINDS)}")
+        parse_local(self.local)  # validates the name
         if self.default == "window" and self.window_size <= 0:
             raise ValueError("attention plan: default 'window' needs window_size > 0")
         if self.global_blocks and self.window_size <= 0:
@@ -557,11 +597,19 @@ class AttentionPlan:
     def attention_kwargs(self) -> dict:
         """Extra constructor arguments passed to every attention module."""
         return dict(window_size=self.window_size, rel_pos=self.rel_pos,
-                    linear_heads=self.linear_heads, kernel=self.kernel)
+                    linear_heads=self.linear_heads, kernel=self.kernel, local=self.local)
+
+    def local_of(self, kind: str) -> Optional[str]:
+        """The local-mixing name a block of ``kind`` gets (only the global linear attentions get one)."""
+        return self.local if kind in LOCAL_KINDS and parse_local(self.local) is not None else None
+
+    def block_labels(self, depth: int) -> list[str]:
+        """Per-block ``kind`` or ``kind+local`` (e.g. ``hydra+dwc3``)."""
+        return [k + (f"+{self.local_of(k)}" if self.local_of(k) else "") for k in self.resolve(depth)]
 
     def describe(self, depth: int) -> str:
         """Compact text such as ``msa x10, hydra x2`` or ``window x8, hydra@[2,5,8,11]``."""
-        kinds = self.resolve(depth)
+        kinds = self.block_labels(depth)
         counts: dict[str, list[int]] = {}
         for i, k in enumerate(kinds):
             counts.setdefault(k, []).append(i)

@@ -75,12 +75,14 @@ def test_padding_is_masked_in_the_backbone():
     assert not seen[-1][0, :50, :70].any() and seen[-1][0, 50:].all() and seen[-1][0, :, 70:].all()
 
 
-@pytest.mark.parametrize("plan", ["hydra", "msa"])
+@pytest.mark.parametrize("plan", ["hydra", "msa", {"default": "hydra", "local": "dwc3"}])
 def test_detections_padding_invariant(plan):
     """The same image alone and padded inside a batch gives the same detections (Hydra: padded
-    tokens never enter the global sum)."""
+    tokens never enter the global sum; local mixing: they are zeros, like the border padding)."""
+    from tests.test_local_mixing import randomise
+
     torch.manual_seed(0)
-    task = tiny_task("faster_rcnn", plan=plan, score_thresh=0.0, resize_eval=False).eval()
+    task = randomise(tiny_task("faster_rcnn", plan=plan, score_thresh=0.0, resize_eval=False)).eval()
     img = torch.rand(3, 60, 76)
     big = torch.rand(3, 128, 112)
     with torch.no_grad():

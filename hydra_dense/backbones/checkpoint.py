@@ -19,7 +19,8 @@ from timm.layers import resample_abs_pos_embed, resample_patch_embed
 
 log = logging.getLogger(__name__)
 
-__all__ = ["read_state_dict", "adapt_vit_state_dict", "load_pretrained", "LoadReport", "CheckpointError"]
+__all__ = ["read_state_dict", "read_checkpoint", "adapt_vit_state_dict", "load_pretrained", "LoadReport",
+           "CheckpointError", "is_plan_added"]
 
 # Keys a backbone never needs: classifier heads, DeiT distillation, MAE decoder, DINO masks.
 _DROP_PREFIXES = ("head.", "head_dist.", "dist_token", "mask_token", "decoder", "fc_norm.", "attn_pool.",
@@ -32,6 +33,11 @@ class CheckpointError(ValueError):
     """A checkpoint that cannot be read or does not match the model."""
 
 
+def is_plan_added(key: str) -> bool:
+    """Parameters a plan adds that start as a no-op (zero-initialised local mixing): new, not missing."""
+    return ".local.conv." in key
+
+
 @dataclass
 class LoadReport:
     """What :func:`load_pretrained` did: keys missing from / unexpected in the checkpoint and
@@ -41,11 +47,14 @@ class LoadReport:
     missing: list[str] = field(default_factory=list)
     unexpected: list[str] = field(default_factory=list)
     adapted: list[str] = field(default_factory=list)
+    new: list[str] = field(default_factory=list)
 
     def __str__(self) -> str:
         lines = [f"loaded {self.source}"]
-        for title, keys in (("adapted", self.adapted), ("missing (kept at init)", self.missing),
-                            ("unexpected (ignored)", self.unexpected)):
+        new = [f"{len(self.new)} local-mixing tensors ({self.new[0]} ...), zero-initialised: the blocks start "
+               "as without them"] if self.new else []
+        for title, keys in (("adapted", self.adapted), ("new in this plan", new),
+                            ("missing (kept at init)", self.missing), ("unexpected (ignored)", self.unexpected)):
             if keys:
                 lines.append(f"  {title}: " + ", ".join(keys))
         return "\n".join(lines)
@@ -57,6 +66,12 @@ def read_state_dict(path: Union[str, Path]) -> dict[str, torch.Tensor]:
     Unwraps the usual containers (``state_dict``, ``model``, ``module``, ``teacher`` …) and
     strips a common prefix (``module.``, ``backbone.`` …) when the ViT keys sit under one.
     """
+    return read_checkpoint(path)[0]
+
+
+def read_checkpoint(path: Union[str, Path]) -> tuple[dict[str, torch.Tensor], dict]:
+    """:func:`read_state_dict` plus the ``hydra_dense`` metadata a converted checkpoint carries
+    (the attention each block was converted for; ``{}`` for any other checkpoint)."""
     p = Path(path).expanduser()
     if not p.is_file():
         raise FileNotFoundError(f"checkpoint {p} does not exist")
@@ -69,6 +84,7 @@ def read_state_dict(path: Union[str, Path]) -> dict[str, torch.Tensor]:
             obj = torch.load(p, map_location="cpu", weights_only=True)
     except Exception as err:
         raise CheckpointError(f"checkpoint {p} could not be read: {err}") from err
+    meta = dict(obj["hydra_dense"]) if isinstance(obj, Mapping) and isinstance(obj.get("hydra_dense"), Mapping) else {}
     while isinstance(obj, Mapping) and not any(isinstance(v, torch.Tensor) for v in obj.values()):
         key = next((k for k in _WRAPPERS if isinstance(obj.get(k), Mapping)), None)
         if key is None:
@@ -80,7 +96,7 @@ def read_state_dict(path: Union[str, Path]) -> dict[str, torch.Tensor]:
     for prefix in _PREFIXES:
         if not any(k.startswith("blocks.") for k in sd) and any(k.startswith(prefix + "blocks.") for k in sd):
             sd = {k[len(prefix):]: v for k, v in sd.items() if k.startswith(prefix)}
-    return sd
+    return sd, meta
 
 
 def _split_prefix(num_tokens: int) -> int:
@@ -161,10 +177,17 @@ def load_pretrained(
     plan adds (windowed blocks) count as missing only when ``strict``.
     """
     name = str(source) if not isinstance(source, Mapping) else "<state dict>"
-    raw = read_state_dict(source) if not isinstance(source, Mapping) else dict(source)
+    raw, meta = read_checkpoint(source) if not isinstance(source, Mapping) else (dict(source), {})
     sd, notes = adapt_vit_state_dict(raw, model)
+    plan_problem = _converted_plan_mismatch(meta, model)
+    if plan_problem and strict:
+        raise CheckpointError(f"checkpoint {name} does not match the model's attention plan: {plan_problem}")
     result = model.load_state_dict(sd, strict=False)
-    report = LoadReport(name, list(result.missing_keys), list(result.unexpected_keys), notes)
+    missing = [k for k in result.missing_keys if not is_plan_added(k)]
+    report = LoadReport(name, missing, list(result.unexpected_keys), notes,
+                        [k for k in result.missing_keys if is_plan_added(k)])
+    if plan_problem:
+        report.adapted.append(f"WARNING: {plan_problem}")
     if strict and (report.missing or report.unexpected):
         raise CheckpointError(
             f"checkpoint {name} does not match the model: missing keys {report.missing}; "
@@ -172,6 +195,25 @@ def load_pretrained(
         )
     if verbose:
         log.info("%s", report)
-        if report.missing or report.unexpected:
+        if report.missing or report.unexpected or report.new or plan_problem:
             print(report)
     return report
+
+
+def _converted_plan_mismatch(meta: Mapping, model: nn.Module) -> str:
+    """'' when a converted checkpoint's blocks run the attention they were converted for in
+    ``model`` (local mixing may be added or kept); else what differs, naming the blocks' keys."""
+    converted = meta.get("converted_blocks")
+    labels = meta.get("attention_kinds")
+    plan = getattr(model, "plan", None)
+    if not converted or not labels or plan is None or not hasattr(plan, "block_labels"):
+        return ""
+    mine = plan.block_labels(len(model.blocks))
+    if len(mine) != len(labels):
+        return f"it was converted for {len(labels)} blocks, the model has {len(mine)}"
+    wrong = [i for i in converted if mine[i].split("+")[0] != str(labels[i]).split("+")[0]]
+    if not wrong:
+        return ""
+    shown = ", ".join(f"blocks.{i}.attn.qkv/proj ({labels[i]} vs {mine[i]})" for i in wrong[:4])
+    return (f"{len(wrong)} block(s) were converted for another attention than the model runs: {shown}"
+            f"{' ...' if len(wrong) > 4 else ''}; use the plan it was converted for ({meta.get('plan')})")

@@ -149,10 +149,12 @@ class VideoViT(nn.Module):
             raise ValueError("VideoViT: window attention is not supported for video; use msa / hydra / none / linear")
         kw = self.plan.attention_kwargs()
         for blk, kind in zip(self.blocks, kinds):
-            inner = blk.block if isinstance(blk, DividedSpaceTimeBlock) else blk
-            inner.attn = swap_attention(inner.attn, kind, **kw)
-            if isinstance(blk, DividedSpaceTimeBlock):
-                blk.temporal_attn = swap_attention(blk.temporal_attn, kind, **kw)
+            divided = isinstance(blk, DividedSpaceTimeBlock)
+            inner = blk.block if divided else blk
+            # local mixing runs over the grid each attention sees: (t, h, w) joint, (h, w) / (t,) divided
+            inner.attn = swap_attention(inner.attn, kind, **kw, local_dims=2 if divided else 3)
+            if divided:
+                blk.temporal_attn = swap_attention(blk.temporal_attn, kind, **kw, local_dims=1)
         self.attention_kinds = kinds
 
     def grid_size(self, frames: int, height: int, width: int) -> tuple[int, int, int]:

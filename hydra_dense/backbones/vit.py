@@ -127,8 +127,9 @@ class ViT(VisionTransformer):
         self.plan = AttentionPlan.coerce(plan)
         kinds = self.plan.resolve(len(self.blocks))
         for blk, kind in zip(self.blocks, kinds):
-            if getattr(blk.attn, "kind", None) != kind or kind in ("window", "linear"):
-                blk.attn = swap_attention(blk.attn, kind, **self.plan.attention_kwargs())
+            if (getattr(blk.attn, "kind", None) != kind or kind in ("window", "linear")
+                    or getattr(blk.attn, "local_name", None) != self.plan.local_of(kind)):
+                blk.attn = swap_attention(blk.attn, kind, **self.plan.attention_kwargs(), local_dims=2)
         self.attention_kinds = kinds
 
     # ---- dense interface -------------------------------------------------------------------

@@ -1,0 +1,114 @@
+"""Local token mixing beside a global linear attention: a depthwise convolution over the token grid.
+
+Hydra attention mixes tokens only through one global ``kv`` vector per image, so it has no notion
+of neighbourhood. Linear-attention backbones that match softmax on dense tasks add a cheap local
+branch next to the global one (FLatten Transformer's depthwise conv on v, MLLA / CSWin's LePE).
+This module is that branch for hydra_dense's attention modules::
+
+    out = hydra(q, k, v) + dwc(v)          then proj(out)   (``source="v"``, the default)
+    out = hydra(q, k, v) + dwc(x)                             (``source="x"``: the block's input)
+
+The convolution is **zero-initialised**, so a checkpoint without it starts exactly where plain
+Hydra starts. Prefix tokens (cls / registers) neither feed it nor get anything from it; padded
+tokens are zeroed before it (they contribute nothing, like zero padding at the image border) and
+their outputs are zero. Names used in attention plans (``plan: {default: hydra, local: dwc3}``):
+
+=============  ==========================================================================
+``dwc<K>``     K x K depthwise conv on v over the grid (K x K x K on a video's (t, h, w) grid)
+``dwc<K>_2d``  per-frame K x K on a video grid (1 x K x K); the same as ``dwc<K>`` on images
+``dwc<K>_x``   K x K depthwise conv on the block input instead of v
+=============  ==========================================================================
+"""
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Literal, Optional
+
+import torch
+from torch import nn
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .attention import TokenLayout
+
+__all__ = ["LocalMixSpec", "LocalMixing", "parse_local", "LOCAL_EXAMPLES"]
+
+LOCAL_EXAMPLES = ("dwc3", "dwc5", "dwc7", "dwc3_x", "dwc3_2d")
+_PATTERN = re.compile(r"dwc(\d+)(_x)?(_2d)?")
+
+
+@dataclass(frozen=True)
+class LocalMixSpec:
+    """A parsed local-mixing name: odd ``kernel`` size, ``source`` tensor, ``spatial_only`` for videos."""
+
+    name: str
+    kernel: int
+    source: Literal["v", "x"] = "v"
+    spatial_only: bool = False
+
+
+def parse_local(name: Optional[str]) -> Optional[LocalMixSpec]:
+    """``"dwc3"`` / ``"dwc5_x"`` / ``"dwc3_2d"`` -> :class:`LocalMixSpec`; None or ``"none"`` -> None."""
+    if name is None or name == "none":
+        return None
+    m = _PATTERN.fullmatch(str(name))
+    if m is None:
+        raise ValueError(f"unknown local mixing {name!r}; use dwc<K>, dwc<K>_x or dwc<K>_2d with an odd K, "
+                         f"e.g. {', '.join(LOCAL_EXAMPLES)}")
+    kernel = int(m.group(1))
+    if kernel < 1 or kernel % 2 == 0:
+        raise ValueError(f"local mixing {name!r}: the kernel size must be odd (3, 5, 7, ...), got {kernel}")
+    return LocalMixSpec(str(name), kernel, "x" if m.group(2) else "v", bool(m.group(3)))
+
+
+_CONVS = {1: nn.Conv1d, 2: nn.Conv2d, 3: nn.Conv3d}
+
+
+class LocalMixing(nn.Module):
+    """Zero-initialised depthwise convolution over the token grid of ``(B, P + prod(grid), D)`` tokens.
+
+    Args:
+        dim: channels D (one filter per channel).
+        spec: the variant (:func:`parse_local`).
+        grid_dims: dimensions of the token grid it will see: 2 for images ``(h, w)``, 3 for a
+            video's ``(t, h, w)``, 1 for a temporal axis alone.
+
+    ``forward(tokens, layout)`` returns ``(B, N, D)``: zeros at prefix and padded tokens.
+    """
+
+    def __init__(self, dim: int, spec: LocalMixSpec, grid_dims: int = 2) -> None:
+        super().__init__()
+        if grid_dims not in _CONVS:
+            raise ValueError(f"LocalMixing: grid_dims must be 1, 2 or 3, got {grid_dims}")
+        k = spec.kernel
+        kernel = (1, k, k) if spec.spatial_only and grid_dims == 3 else (k,) * grid_dims
+        self.spec, self.grid_dims = spec, grid_dims
+        self.conv = _CONVS[grid_dims](dim, dim, kernel, padding=tuple(s // 2 for s in kernel), groups=dim)
+        nn.init.zeros_(self.conv.weight)
+        nn.init.zeros_(self.conv.bias)
+
+    def forward(self, tokens: torch.Tensor, layout: "Optional[TokenLayout]") -> torch.Tensor:
+        """``tokens`` ``(B, N, D)`` (v or the block input) -> local term ``(B, N, D)``."""
+        if layout is None or len(layout.grid) != self.grid_dims:
+            got = "no layout" if layout is None else f"a {len(layout.grid)}-D grid {tuple(layout.grid)}"
+            raise ValueError(f"local mixing {self.spec.name!r} needs a TokenLayout with a {self.grid_dims}-D grid, "
+                             f"got {got}")
+        B, N, D = tokens.shape
+        P = layout.num_prefix_tokens
+        if N != P + math.prod(layout.grid):
+            raise ValueError(f"local mixing: {N} tokens do not match prefix {P} + grid {tuple(layout.grid)}")
+        grid = tokens[:, P:]
+        pad = layout.key_padding_mask[:, P:, None] if layout.key_padding_mask is not None else None
+        if pad is not None:
+            grid = grid.masked_fill(pad, 0.0)
+        # (B, *grid, D) viewed as (B, D, *grid): channels-last strides, no copy before the conv
+        mixed = self.conv(grid.reshape(B, *layout.grid, D).movedim(-1, 1)).movedim(1, -1).reshape(B, -1, D)
+        if pad is not None:
+            mixed = mixed.masked_fill(pad, 0.0)
+        if P:
+            mixed = torch.cat([mixed.new_zeros(B, P, D), mixed], dim=1)
+        return mixed
+
+    def extra_repr(self) -> str:
+        return f"{self.spec.name}, source={self.spec.source}"
