@@ -95,8 +95,20 @@ class HydraDenseCLI(LightningCLI):
         super()._run_subcommand(subcommand)
 
 
-def main(args: Optional[list[str]] = None, run: bool = True) -> HydraDenseCLI:
-    return HydraDenseCLI(
+class _ParseOnlyCLI(HydraDenseCLI):
+    def instantiate_classes(self) -> None:  # the config only: nothing is built
+        pass
+
+
+def parse_config(args: list[str]):
+    """The resolved config (a jsonargparse Namespace) of ``args`` without building model, data or
+    trainer: what a run with these arguments would use."""
+    return main(args, run=False, cli_class=_ParseOnlyCLI).config
+
+
+def main(args: Optional[list[str]] = None, run: bool = True,
+         cli_class: type[HydraDenseCLI] = HydraDenseCLI) -> HydraDenseCLI:
+    return cli_class(
         model_class=L.LightningModule,
         datamodule_class=L.LightningDataModule,
         subclass_mode_model=True,

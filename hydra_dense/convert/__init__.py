@@ -1,0 +1,5 @@
+"""MSA -> Hydra conversion before fine-tuning: the converted blocks (and their local mixing) learn
+to reproduce the frozen softmax blocks on unlabeled images; see :class:`ConversionTask`."""
+from .task import ConversionTask, converted_blocks, resolve_source
+
+__all__ = ["ConversionTask", "converted_blocks", "resolve_source"]

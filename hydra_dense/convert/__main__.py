@@ -1,0 +1,41 @@
+"""``hydra-dense-convert`` / ``python tools/convert.py``: run a conversion config with the hydra_dense CLI.
+
+    hydra-dense-convert                                          # DINOv2 ViT-S/14 -> all-Hydra + dwc3
+    hydra-dense-convert --config configs/convert/dinov2_s14_hydra_dwc3.yaml \\
+        --model.init_args.backbone.init_args.plan='{default: hydra}' --trainer.max_steps=300
+    hydra-dense-convert --config ... --ckpt_path last            # resume an interrupted conversion
+
+Every other argument is a LightningCLI override, as for ``tools/train.py fit``. The embedded
+natural images a config points at are prepared first.
+"""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Optional
+
+DEFAULT_CONFIG = Path(__file__).resolve().parents[2] / "configs" / "convert" / "dinov2_s14_hydra_dwc3.yaml"
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    if args and args[0] in ("-h", "--help") and len(args) == 1:
+        print(__doc__)
+    if args[:1] == ["fit"]:
+        args = args[1:]
+    if not any(a == "--config" or a.startswith("--config=") for a in args):
+        args = ["--config", str(DEFAULT_CONFIG), *args]
+    configs = [args[i + 1] for i, a in enumerate(args[:-1]) if a == "--config"]
+    configs += [a.split("=", 1)[1] for a in args if a.startswith("--config=")]
+    if any("natural_images" in Path(c).read_text() for c in configs if Path(c).is_file()):
+        from ..data.natural_images import prepare
+
+        prepare()
+    from ..cli import main as cli_main
+
+    cli_main(["fit", *args])
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

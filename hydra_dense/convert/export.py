@@ -1,0 +1,93 @@
+"""Write a converted backbone: a timm-format checkpoint with the plan it was converted for, and the
+per-block error table (Markdown + CSV). Files appear complete or not at all (temp file + rename)."""
+from __future__ import annotations
+
+import csv
+import io
+import math
+import os
+import tempfile
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import torch
+
+__all__ = ["write_converted", "ConvertedFiles", "error_rows"]
+
+
+@dataclass
+class ConvertedFiles:
+    checkpoint: Path
+    markdown: Path
+    csv: Path
+    table: str
+
+
+def _atomic_write(path: Path, write) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            write(fh)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def error_rows(teacher: list[str], student: list[str], before: list[float], after: list[float]) -> list[dict]:
+    """One row per block plus a ``mean`` row over the converted blocks."""
+    rows = []
+    for i, (t, s, b, a) in enumerate(zip(teacher, student, before, after)):
+        converted = t != s
+        rows.append(dict(block=str(i), teacher=t, student=s, converted=converted,
+                         error_before=b if converted else float("nan"), error_after=a if converted else float("nan")))
+    conv = [r for r in rows if r["converted"]]
+    mean = lambda key: sum(r[key] for r in conv) / len(conv) if conv else float("nan")  # noqa: E731
+    rows.append(dict(block="mean", teacher="", student=f"{len(conv)} converted", converted=True,
+                     error_before=mean("error_before"), error_after=mean("error_after")))
+    for r in rows:
+        b, a = r["error_before"], r["error_after"]
+        r["reduction"] = b / a if a and not math.isnan(a) and not math.isnan(b) else float("nan")
+    return rows
+
+
+def _fmt(v) -> str:
+    if isinstance(v, float):
+        return "–" if math.isnan(v) else f"{v:.3f}"
+    return str(v)
+
+
+def write_converted(task, out: Path, data: str = "") -> ConvertedFiles:
+    """Write ``task.backbone``'s weights + metadata to ``out`` and the error tables next to it."""
+    out = Path(out)
+    backbone = task.backbone
+    depth = len(backbone.blocks)
+    before, after = task.error_before.tolist(), task.error_after.tolist()
+    meta = dict(format="hydra_dense.converted/1", source=str(task.source_path), plan=asdict(backbone.plan),
+                attention_kinds=task.student_labels, teacher_kinds=task.teacher_labels,
+                converted_blocks=list(task.blocks), steps=int(task.global_step), data=data,
+                error_before=before, error_after=after)
+    state = {k: v.detach().cpu().clone() for k, v in backbone.state_dict().items()}
+    _atomic_write(out, lambda fh: torch.save({"state_dict": state, "hydra_dense": meta}, fh))
+
+    rows = error_rows(task.teacher_labels, task.student_labels, before, after)
+    cols = ["block", "teacher", "student", "error_before", "error_after", "reduction"]
+    head = (f"Per-block relative error ||student - teacher|| / ||teacher|| of the attention branch (after "
+            f"LayerScale) on held-out images; {task.global_step} steps; source {task.source_path}; data: {data}")
+    lines = [head, "", "| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    for r in rows:
+        if r["converted"] or depth <= 24:
+            lines.append("| " + " | ".join(_fmt(r[c]) for c in cols) + " |")
+    table = "\n".join(lines) + "\n"
+    md = out.with_name(out.stem + "_errors.md")
+    _atomic_write(md, lambda fh: fh.write(table.encode()))
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, fieldnames=cols, extrasaction="ignore")
+    writer.writeheader()
+    writer.writerows(rows)
+    path_csv = out.with_name(out.stem + "_errors.csv")
+    _atomic_write(path_csv, lambda fh: fh.write(buf.getvalue().encode()))
+    return ConvertedFiles(out, md, path_csv, table)

