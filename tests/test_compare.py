@@ -82,3 +82,101 @@ def test_compare_detection(tmp_path):
     # the big input is timed at its own size (not resized to the 64-px evaluation size): Hydra's FLOPs differ
     assert float(rows[2]["flop_ideal_big"]) > 1.0
     assert "| digit_0 |" in (tmp_path / "out" / "per_class.md").read_text()
+
+
+def _seg_config(tmp_path, steps=3, lr=1e-4):
+    root = tmp_path / "data"
+    if not root.is_dir():
+        make_ade(root, n_train=8, n_val=2)
+    return {"seed_everything": 0, "trainer": dict(TRAINER, max_steps=steps, val_check_interval=steps), "model": {
+        "class_path": "hydra_dense.tasks.SegmentationTask", "init_args": {
+            "backbone": {"class_path": "hydra_dense.backbones.ViT", "init_args": {
+                "size": None, "embed_dim": 32, "depth": 2, "num_heads": 2, "patch_size": 4, "img_size": 32,
+                "out_indices": [0, 1]}},
+            "num_classes": 4, "decode_head": "linear", "warmup_steps": 1, "lr": lr, "head_lr_mult": 10.0}},
+        "data": {"class_path": "hydra_dense.data.SegmentationDataModule", "init_args": {
+            "root": str(root), "num_classes": 4, "crop_size": [32, 32], "batch_size": 4, "val_batch_size": 2,
+            "num_workers": 0}}}
+
+
+def _compare(tmp_path, config: dict, out: str, *args) -> list[dict]:
+    cfg = tmp_path / "cfg.yaml"
+    cfg.write_text(yaml.safe_dump(config))
+    assert compare_main(["--config", str(cfg), "--pretrained", "none", "--out", str(tmp_path / out),
+                         "--speed-repeats", "2", "--speed-size", "0", *args]) == 0
+    return list(csv.DictReader((tmp_path / out / "runs.csv").open()))
+
+
+def test_seeds_are_honoured_and_reported_as_mean_and_std(tmp_path):
+    """--seed / --seeds reach seed_everything: the same seed twice gives the same score, two seeds differ."""
+    config = _seg_config(tmp_path, steps=6, lr=3e-3)
+    runs = _compare(tmp_path, config, "two", "--plans", "hydra", "--seeds", "0,1")
+    again = _compare(tmp_path, config, "again", "--plans", "hydra", "--seed", "0")
+    by_seed = {int(r["seed"]): float(r["score"]) for r in runs}
+    assert by_seed[0] == float(again[0]["score"])
+    assert by_seed[0] != by_seed[1]
+    row = next(csv.DictReader((tmp_path / "two" / "table.csv").open()))
+    assert row["seeds"] == "0,1" and abs(float(row["score"]) - (by_seed[0] + by_seed[1]) / 2) < 1e-6
+    assert float(row["score_std"]) > 0 and "±" in (tmp_path / "two" / "table.md").read_text()
+    # a second identical command reuses the finished runs instead of training again
+    assert _compare(tmp_path, config, "two", "--plans", "hydra", "--seeds", "0,1") == runs
+
+
+def test_peak_memory_does_not_depend_on_plan_order(tmp_path):
+    config = _seg_config(tmp_path)
+    first = {r["recipe"]: float(r["peak_train_mem_mb"]) for r in _compare(tmp_path, config, "ab", "--plans", "msa,hydra")}
+    second = {r["recipe"]: float(r["peak_train_mem_mb"]) for r in _compare(tmp_path, config, "ba", "--plans", "hydra,msa")}
+    for plan in ("msa", "hydra"):
+        assert first[plan] > 0 and abs(first[plan] - second[plan]) <= 0.25 * max(first[plan], second[plan]), (first, second)
+
+
+def test_list_plans_names_are_all_accepted(capsys):
+    from hydra_dense.compare.recipes import parse_recipes
+
+    assert compare_main(["--list-plans"]) == 0
+    names = capsys.readouterr().out.split()
+    assert {"msa", "hydra+dwc3", "hybrid4+dwc5", "hybrid8", "hydra+dwc3@converted"} <= set(names)
+    concrete = [n for n in names if "<" not in n]
+    assert [r.name for r in parse_recipes(",".join(concrete))] == concrete
+    with pytest.raises(ValueError, match="unknown local mixing 'dwc4x'"):
+        parse_recipes("hydra+dwc4x")
+    with pytest.raises(ValueError, match="conversion needs a plan with non-MSA blocks"):
+        parse_recipes("msa@converted")
+
+
+def test_converted_recipe_runs_the_conversion_once_and_caches_it(tmp_path, monkeypatch):
+    import torch
+
+    from hydra_dense.backbones import ViT
+    from tests.test_convert import make_images
+
+    monkeypatch.setenv("HYDRA_DENSE_CACHE", str(tmp_path / "cache"))
+    source = tmp_path / "msa.pth"
+    torch.manual_seed(0)
+    torch.save(ViT(None, embed_dim=32, depth=2, num_heads=2, patch_size=4, img_size=32).state_dict(), source)
+    images = make_images(tmp_path / "unlabeled", n=8)
+    conv = tmp_path / "convert.yaml"
+    conv.write_text(yaml.safe_dump({"trainer": {"accelerator": "cpu", "enable_progress_bar": False,
+                                                "num_sanity_val_steps": 0, "val_check_interval": 2,
+                                                "check_val_every_n_epoch": None},
+                                    "model": {"class_path": "hydra_dense.convert.ConversionTask",
+                                              "init_args": {"backbone": {"class_path": "hydra_dense.backbones.ViT",
+                                                                         "init_args": {"size": "tiny"}},
+                                                            "lr": 3e-3, "warmup_steps": 1}},
+                                    "data": {"class_path": "hydra_dense.data.UnlabeledImageDataModule",
+                                             "init_args": {"root": str(images), "crop_size": 32, "batch_size": 4,
+                                                           "val_batch_size": 4, "num_workers": 0, "val_every": 4}}}))
+    cfg = tmp_path / "cfg.yaml"
+    cfg.write_text(yaml.safe_dump(_seg_config(tmp_path)))
+    args = ["--config", str(cfg), "--pretrained", str(source), "--plans", "hydra,hydra+dwc3@converted",
+            "--convert-config", str(conv), "--convert-steps", "4", "--speed-size", "0", "--speed-repeats", "2"]
+    assert compare_main([*args, "--out", str(tmp_path / "one")]) == 0
+    rows = {r["plan"]: r for r in csv.DictReader((tmp_path / "one" / "table.csv").open())}
+    conv_row = rows["hydra+dwc3@converted"]
+    assert float(conv_row["convert_min"]) > 0 and "->" in conv_row["convert_error"]
+    assert rows["hydra"]["convert_min"] == "" and conv_row["attention"] == "hydra+dwc3 x2"
+    cached = list((tmp_path / "cache" / "converted").glob("*/converted.pth"))
+    assert len(cached) == 1 and cached[0].with_name("converted_errors.md").is_file()
+    stamp = cached[0].stat().st_mtime
+    assert compare_main([*args, "--out", str(tmp_path / "two")]) == 0
+    assert cached[0].stat().st_mtime == stamp, "the second comparison reused the converted checkpoint"

