@@ -180,3 +180,15 @@ def test_converted_recipe_runs_the_conversion_once_and_caches_it(tmp_path, monke
     stamp = cached[0].stat().st_mtime
     assert compare_main([*args, "--out", str(tmp_path / "two")]) == 0
     assert cached[0].stat().st_mtime == stamp, "the second comparison reused the converted checkpoint"
+
+
+def test_pareto_front_and_mean_std_aggregation():
+    from hydra_dense.compare.report import aggregate, pareto_front
+
+    # (speed, score): the second is beaten on both axes by the third
+    assert pareto_front([(1.0, 50.0), (1.5, 30.0), (2.0, 40.0), (2.5, 10.0)]) == [0, 2, 3]
+    runs = [dict(recipe="a", seed=s, attention="msa x2", metric="val_mIoU", metric2="", score=v, score2=0.0,
+                 train_img_s=1.0, peak_train_mem_mb=10.0, params_m=1.0, gflops_img=1.0, steps=3, train_min=0.1)
+            for s, v in ((0, 40.0), (1, 44.0), (2, 48.0))]
+    (row,) = aggregate(runs, {})
+    assert row["score"] == 44.0 and row["score_std"] == 4.0 and row["seeds"] == "0,1,2"

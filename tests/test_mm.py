@@ -56,6 +56,24 @@ def test_registry_backbone_gives_the_same_features_as_hydra_dense(mm):
         MODELS.build(dict(type="HydraViT", with_cls_token=True, **TINY))
 
 
+def test_registry_backbone_with_local_mixing(mm):
+    """A plan with local mixing builds through the registry: the branch is in the Hydra blocks only
+    and matches hydra_dense's ViT with the same weights."""
+    from mmseg.registry import MODELS
+
+    from tests.test_local_mixing import randomise
+
+    plan = {"default": "msa", "hydra_last": 2, "local": "dwc3"}
+    backbone = randomise(MODELS.build(dict(type="HydraViT", **dict(TINY, plan=plan)))).eval()
+    assert backbone.vit.blocks[3].attn.local is not None and not hasattr(backbone.vit.blocks[0].attn, "local")
+    ours = ViT(None, **{k: v for k, v in dict(TINY, plan=plan).items() if k != "size"}).eval()
+    ours.load_state_dict(backbone.vit.state_dict())
+    x = torch.randn(1, 3, 64, 80)
+    with torch.no_grad():
+        for a, b in zip(backbone(x), ours(x)):
+            assert torch.equal(a, b)
+
+
 def test_mmseg_upernet_trains_predicts_and_scores(mm):
     from mmengine.structures import PixelData
     from mmseg.evaluation import IoUMetric

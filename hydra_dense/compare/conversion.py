@@ -29,6 +29,34 @@ def _file_digest(path: Path) -> str:
     return h.hexdigest()
 
 
+def _data_fingerprint(config_text: str, extra: list[str]) -> str:
+    """Hash of the image folders a conversion reads (relative paths, sizes, mtimes), so that a
+    cached conversion is not reused after its images changed."""
+    values: list[str] = []
+
+    def walk(node) -> None:
+        if isinstance(node, dict):
+            for v in node.values():
+                walk(v)
+        elif isinstance(node, list):
+            for v in node:
+                walk(v)
+        elif isinstance(node, str):
+            values.append(node)
+
+    walk(yaml.safe_load(config_text) or {})
+    values += [a.split("=", 1)[1] for a in extra if "=" in a]
+    h = hashlib.sha1()
+    for value in values:
+        folder = Path(value).expanduser()
+        if value and folder.is_dir():
+            for f in sorted(folder.rglob("*")):
+                if f.is_file():
+                    st = f.stat()
+                    h.update(f"{f.relative_to(folder)}:{st.st_size}:{int(st.st_mtime)};".encode())
+    return h.hexdigest()
+
+
 def task_backbone_config(config: Path, overrides: list[str]) -> dict:
     """The backbone section (``class_path`` + ``init_args``) of a task config after its overrides,
     as the CLI resolves it (relative backbone YAML paths included), without building anything."""
@@ -62,8 +90,9 @@ def converted_checkpoint(backbone_cfg: dict, plan: dict, source: str, convert_co
     args = backbone.setdefault("init_args", {})
     args["plan"] = plan
     args["pretrained"] = None
-    key_src = json.dumps(dict(source=_file_digest(Path(source)), backbone=backbone, config=conv_cfg.read_text(),
-                              steps=steps, extra=extra), sort_keys=True)
+    text = conv_cfg.read_text()
+    key_src = json.dumps(dict(source=_file_digest(Path(source)), backbone=backbone, config=text, steps=steps,
+                              extra=extra, data=_data_fingerprint(text, extra)), sort_keys=True)
     key = hashlib.sha1(key_src.encode()).hexdigest()[:16]
     folder = (out_root or cache_dir() / "converted") / key
     ckpt, info_path = folder / "converted.pth", folder / "conversion.json"
