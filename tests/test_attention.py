@@ -249,7 +249,7 @@ def test_linear_kernels_are_distinct_and_finite():
 def test_flop_counting_does_not_disable_the_fused_path():
     """Counting FLOPs (a dispatch mode torch.compile cannot run under) takes the eager path
     without marking the fused one as failed for the rest of the process."""
-    import hydra_dense.attention as attn
+    import hydra_dense.attention.ops as attn
     from torch.utils.flop_counter import FlopCounterMode
 
     q = torch.randn(1, attn.FUSED_MIN_NUMEL // 64 + 1, 64)

@@ -1,0 +1,43 @@
+"""Hydra attention, softmax multi-head attention and the per-block attention plan.
+
+``ops`` holds the functional ops, ``modules`` the attention modules, ``plan`` the plan.
+
+Hydra attention (Bolya et al., 2022, arXiv 2209.07484) is multi-head linear attention with as
+many heads as features and a cosine kernel. With ``q, k, v`` of shape ``(B, T, D)``::
+
+    phi(x) = x / ||x||_2                      (L2 over D: the cosine kernel)
+    kv     = sum_t phi(k)_t * v_t              (B, 1, D): one global bottleneck
+    out    = phi(q) * kv                       (B, T, D)
+
+Cost O(T·D) in time and memory, against O(T²·D) for softmax attention.
+
+Every attention module here subclasses timm's :class:`~timm.layers.Attention`, so all of them
+own the same parameters (``qkv``, ``proj`` and, if enabled, ``q_norm`` / ``k_norm``) and one
+state dict initialises any of them: an MSA-pretrained ViT initialises a Hydra or hybrid one.
+"""
+from .modules import (ATTENTION_KINDS, AttentionKind, GlobalLinearAttention, HydraAttention, LinearAttention,
+                      MSAttention, NoMixAttention, PlannedAttention, TokenLayout, WindowMSAttention, build_attention)
+from .ops import FUSED_MIN_NUMEL, HYDRA_EPS, KernelName, hydra_attention, hydra_attention_eager, linear_attention
+from .plan import LOCAL_KINDS, AttentionPlan
+
+__all__ = [
+    "hydra_attention",
+    "hydra_attention_eager",
+    "linear_attention",
+    "TokenLayout",
+    "PlannedAttention",
+    "MSAttention",
+    "HydraAttention",
+    "WindowMSAttention",
+    "NoMixAttention",
+    "LinearAttention",
+    "GlobalLinearAttention",
+    "AttentionKind",
+    "AttentionPlan",
+    "build_attention",
+    "ATTENTION_KINDS",
+    "LOCAL_KINDS",
+    "KernelName",
+    "HYDRA_EPS",
+    "FUSED_MIN_NUMEL",
+]

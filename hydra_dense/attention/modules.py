@@ -1,0 +1,287 @@
+"""Attention modules on timm's Attention parameters: softmax MSA, Hydra, windowed MSA, linear, no-mix.
+
+Every module subclasses timm's :class:`~timm.layers.Attention`, so all of them own the same
+parameters (``qkv``, ``proj`` and, if enabled, ``q_norm`` / ``k_norm``) and one state dict
+initialises any of them: an MSA-pretrained ViT initialises a Hydra or hybrid one. ``forward(x,
+layout)`` takes ``(B, N, D)`` tokens and the :class:`TokenLayout` (grid, prefix tokens, padding).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal, Optional, get_args
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from timm.layers import Attention as TimmAttention
+from timm.models.vision_transformer_sam import get_decomposed_rel_pos_bias
+
+from ..local_mixing import LocalMixing, parse_local
+from .ops import KernelName, _kernel, hydra_attention, linear_attention
+
+__all__ = ["TokenLayout", "PlannedAttention", "MSAttention", "GlobalLinearAttention", "HydraAttention",
+           "LinearAttention", "NoMixAttention", "WindowMSAttention", "build_attention", "AttentionKind",
+           "ATTENTION_KINDS"]
+
+AttentionKind = Literal["msa", "hydra", "window", "none", "linear"]
+ATTENTION_KINDS: tuple[str, ...] = get_args(AttentionKind)
+
+
+@dataclass
+class TokenLayout:
+    """How a token sequence ``(B, N, D)`` maps onto the input.
+
+    Attributes:
+        grid: spatial (or space-time) size of the patch grid, e.g. ``(h, w)`` or ``(t, h, w)``.
+        num_prefix_tokens: cls / register tokens in front of the grid tokens.
+        key_padding_mask: optional bool ``(B, N)``, True for tokens made only of padding.
+    """
+
+    grid: tuple[int, ...]
+    num_prefix_tokens: int = 0
+    key_padding_mask: Optional[torch.Tensor] = None
+
+
+class PlannedAttention(TimmAttention):
+    """Base of every attention variant: timm's Attention parameters, a common ``forward``.
+
+    ``forward(x, layout)`` takes ``x`` of shape ``(B, N, D)`` and an optional
+    :class:`TokenLayout`, and returns ``(B, N, D)``.
+    """
+
+    kind: str = "base"
+
+    def __init__(self, dim: int, num_heads: int = 8, qkv_bias: bool = True, qk_norm: bool = False,
+                 proj_bias: bool = True, attn_drop: float = 0.0, proj_drop: float = 0.0,
+                 norm_layer: Optional[type[nn.Module]] = None, **_: object) -> None:
+        if qk_norm and norm_layer is None:
+            norm_layer = nn.LayerNorm
+        super().__init__(dim, num_heads=num_heads, qkv_bias=qkv_bias, qk_norm=qk_norm, proj_bias=proj_bias,
+                         attn_drop=attn_drop, proj_drop=proj_drop, norm_layer=norm_layer)
+        self._ctor = dict(dim=dim, num_heads=num_heads, qkv_bias=qkv_bias, qk_norm=qk_norm, proj_bias=proj_bias,
+                          attn_drop=attn_drop, proj_drop=proj_drop, norm_layer=norm_layer)
+
+    def _check(self, x: torch.Tensor, layout: Optional[TokenLayout]) -> None:
+        if x.dim() != 3 or x.shape[-1] != self.qkv.in_features:
+            raise ValueError(
+                f"{type(self).__name__}: expected x of shape (B, N, {self.qkv.in_features}), got {tuple(x.shape)}"
+            )
+        if layout is not None and layout.key_padding_mask is not None:
+            m = layout.key_padding_mask
+            if m.dtype != torch.bool or tuple(m.shape) != tuple(x.shape[:2]):
+                raise ValueError(
+                    f"{type(self).__name__}: key_padding_mask must be bool of shape {tuple(x.shape[:2])}, "
+                    f"got {m.dtype} {tuple(m.shape)}"
+                )
+
+    def _heads(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """``(B, N, D)`` -> q, k, v each ``(B, H, N, D/H)`` with q/k norms applied."""
+        B, N, _ = x.shape
+        qkv = self.qkv(x).reshape(B, N, 3, self.num_heads, self.head_dim).permute(2, 0, 3, 1, 4)
+        q, k, v = qkv.unbind(0)
+        return self.q_norm(q), self.k_norm(k), v
+
+    def _out(self, x: torch.Tensor) -> torch.Tensor:
+        return self.proj_drop(self.proj(self.norm(x)))
+
+    def forward(self, x: torch.Tensor, layout: Optional[TokenLayout] = None) -> torch.Tensor:  # noqa: D102
+        raise NotImplementedError
+
+    def extra_repr(self) -> str:
+        return f"kind={self.kind}, dim={self.qkv.in_features}, heads={self.num_heads}"
+
+
+class MSAttention(PlannedAttention):
+    """Softmax multi-head self-attention through ``F.scaled_dot_product_attention``."""
+
+    kind = "msa"
+
+    def forward(self, x: torch.Tensor, layout: Optional[TokenLayout] = None) -> torch.Tensor:
+        self._check(x, layout)
+        B, N, D = x.shape
+        q, k, v = self._heads(x)
+        mask = None
+        if layout is not None and layout.key_padding_mask is not None:
+            mask = ~layout.key_padding_mask[:, None, None, :]  # True = may attend
+        out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask,
+                                             dropout_p=self.attn_drop.p if self.training else 0.0)
+        return self._out(out.transpose(1, 2).reshape(B, N, D))
+
+
+class GlobalLinearAttention(PlannedAttention):
+    """Base of the global linear attentions (Hydra, multi-head linear): an optional local branch.
+
+    ``local`` names a :mod:`~hydra_dense.local_mixing` variant (``"dwc3"`` ...): a zero-initialised
+    depthwise convolution over the token grid (``local_dims`` = 2 for images, 3 for video, 1 for a
+    temporal axis), added to the global output before ``proj``. Its parameters are ``local.conv.*``.
+    """
+
+    def __init__(self, dim: int, num_heads: int = 8, local: Optional[str] = None, local_dims: int = 2,
+                 **kwargs) -> None:
+        super().__init__(dim, num_heads=num_heads, **kwargs)
+        spec = parse_local(local)
+        self.local = LocalMixing(dim, spec, local_dims) if spec is not None else None
+
+    @property
+    def local_name(self) -> Optional[str]:
+        return self.local.spec.name if self.local is not None else None
+
+    def _qkv_flat(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """``(B, N, D)`` -> q, k, v each ``(B, N, D)`` (q/k norms applied per original head)."""
+        B, N, D = x.shape
+        if isinstance(self.q_norm, nn.Identity):
+            return self.qkv(x).unflatten(-1, (3, D)).unbind(-2)  # no copies
+        return tuple(t.transpose(1, 2).reshape(B, N, D) for t in self._heads(x))  # type: ignore[return-value]
+
+    def _mix_out(self, glob: torch.Tensor, x: torch.Tensor, v: torch.Tensor,
+                 layout: Optional[TokenLayout]) -> torch.Tensor:
+        if self.local is not None:
+            glob = glob + self.local(x if self.local.spec.source == "x" else v, layout)
+        return self._out(glob)
+
+    def extra_repr(self) -> str:
+        return super().extra_repr() + (f", local={self.local_name}" if self.local is not None else "")
+
+
+class HydraAttention(GlobalLinearAttention):
+    """Hydra attention (H = D heads, cosine kernel) on timm Attention's parameters.
+
+    ``num_heads`` is kept only so the module can be swapped back to MSA; q/k norms, when the
+    checkpoint has them, are applied per original head before the Hydra op.
+    """
+
+    kind = "hydra"
+
+    def forward(self, x: torch.Tensor, layout: Optional[TokenLayout] = None) -> torch.Tensor:
+        self._check(x, layout)
+        q, k, v = self._qkv_flat(x)
+        mask = layout.key_padding_mask if layout is not None else None
+        return self._mix_out(hydra_attention(q, k, v, key_padding_mask=mask), x, v, layout)
+
+
+class LinearAttention(GlobalLinearAttention):
+    """Multi-head linear attention with ``linear_heads`` heads and a decomposable kernel (ablations)."""
+
+    kind = "linear"
+
+    def __init__(self, dim: int, num_heads: int = 8, linear_heads: Optional[int] = None,
+                 kernel: KernelName = "cosine", **kwargs) -> None:
+        super().__init__(dim, num_heads=num_heads, **kwargs)
+        self.linear_heads = linear_heads or num_heads
+        if dim % self.linear_heads:
+            raise ValueError(f"LinearAttention: dim={dim} not divisible by linear_heads={self.linear_heads}")
+        _kernel(kernel)  # validates the name
+        self.kernel = kernel
+
+    def forward(self, x: torch.Tensor, layout: Optional[TokenLayout] = None) -> torch.Tensor:
+        self._check(x, layout)
+        B, N, D = x.shape
+        q, k, v = self.qkv(x).unflatten(-1, (3, D)).unbind(-2)
+        mask = layout.key_padding_mask if layout is not None else None
+        return self._mix_out(linear_attention(q, k, v, self.linear_heads, self.kernel, mask), x, v, layout)
+
+    def extra_repr(self) -> str:
+        return super().extra_repr() + f", linear_heads={self.linear_heads}, kernel={self.kernel}"
+
+
+class NoMixAttention(PlannedAttention):
+    """No token mixing: ``proj(v)``. The speed floor for any attention (qkv and proj kept)."""
+
+    kind = "none"
+
+    def forward(self, x: torch.Tensor, layout: Optional[TokenLayout] = None) -> torch.Tensor:
+        self._check(x, layout)
+        D = x.shape[-1]
+        v = self.qkv(x).unflatten(-1, (3, D))[..., 2, :]
+        return self._out(v)
+
+
+class WindowMSAttention(PlannedAttention):
+    """ViTDet-style windowed softmax attention over the patch grid, optional relative position.
+
+    Grid tokens are split into non-overlapping ``window_size`` x ``window_size`` windows (the
+    grid is padded to a window multiple; padded tokens are masked out, unlike detectron2 which
+    lets zero padding into the softmax). Prefix tokens (cls / registers), if any, attend only
+    to themselves in window blocks. Image padding (``key_padding_mask``) is masked per window.
+    """
+
+    kind = "window"
+
+    def __init__(self, dim: int, num_heads: int = 8, window_size: int = 14, rel_pos: bool = False,
+                 **kwargs) -> None:
+        super().__init__(dim, num_heads=num_heads, **kwargs)
+        if window_size <= 0:
+            raise ValueError(f"WindowMSAttention: window_size must be > 0, got {window_size}")
+        self.window_size = window_size
+        self.use_rel_pos = rel_pos
+        if rel_pos:
+            self.rel_pos_h = nn.Parameter(torch.zeros(2 * window_size - 1, self.head_dim))
+            self.rel_pos_w = nn.Parameter(torch.zeros(2 * window_size - 1, self.head_dim))
+
+    def forward(self, x: torch.Tensor, layout: Optional[TokenLayout] = None) -> torch.Tensor:
+        self._check(x, layout)
+        if layout is None or len(layout.grid) != 2:
+            raise ValueError("WindowMSAttention needs a TokenLayout with a 2-D grid (h, w)")
+        B, N, D = x.shape
+        P = layout.num_prefix_tokens
+        h, w = layout.grid
+        if N != P + h * w:
+            raise ValueError(f"WindowMSAttention: {N} tokens do not match prefix {P} + grid {h}x{w}")
+        ws = self.window_size
+        q, k, v = self._heads(x)  # (B, H, N, d)
+        Hh, d = self.num_heads, self.head_dim
+        out_prefix = v[:, :, :P]  # softmax over a single key (itself) returns its own value
+
+        ph, pw = (-h) % ws, (-w) % ws
+        nh, nw = (h + ph) // ws, (w + pw) // ws
+        valid = torch.ones(B, h, w, dtype=torch.bool, device=x.device)
+        if layout.key_padding_mask is not None:
+            valid = ~layout.key_padding_mask[:, P:].reshape(B, h, w)
+
+        def windows(t: torch.Tensor) -> torch.Tensor:  # (B, H, h*w, d) -> (B*nW, H, ws*ws, d)
+            t = t.reshape(B, Hh, h, w, d)
+            t = F.pad(t, (0, 0, 0, pw, 0, ph))
+            t = t.reshape(B, Hh, nh, ws, nw, ws, d).permute(0, 2, 4, 1, 3, 5, 6)
+            return t.reshape(B * nh * nw, Hh, ws * ws, d)
+
+        qw, kw, vw = windows(q[:, :, P:]), windows(k[:, :, P:]), windows(v[:, :, P:])
+        vm = F.pad(valid, (0, pw, 0, ph), value=False)
+        vm = vm.reshape(B, nh, ws, nw, ws).permute(0, 1, 3, 2, 4).reshape(B * nh * nw, 1, 1, ws * ws)
+        # a window made only of padding would give NaN rows: let its keys all be "valid"
+        vm = vm | ~vm.any(dim=-1, keepdim=True)
+        bias = torch.zeros(vm.shape, dtype=qw.dtype, device=x.device).masked_fill(~vm, float("-inf"))
+        if self.use_rel_pos:
+            # detectron2 adds the decomposed bias, computed from the unscaled q, to q·k*scale
+            rel = get_decomposed_rel_pos_bias(qw.reshape(-1, ws * ws, d), self.rel_pos_h, self.rel_pos_w,
+                                              (ws, ws), (ws, ws))
+            bias = bias + rel.reshape(B * nh * nw, Hh, ws * ws, ws * ws).to(bias.dtype)
+        o = F.scaled_dot_product_attention(qw, kw, vw, attn_mask=bias,
+                                           dropout_p=self.attn_drop.p if self.training else 0.0)
+        o = o.reshape(B, nh, nw, Hh, ws, ws, d).permute(0, 3, 1, 4, 2, 5, 6).reshape(B, Hh, nh * ws, nw * ws, d)
+        o = o[:, :, :h, :w].reshape(B, Hh, h * w, d)
+        out = torch.cat([out_prefix, o], dim=2).transpose(1, 2).reshape(B, N, D)
+        return self._out(out)
+
+    def extra_repr(self) -> str:
+        return super().extra_repr() + f", window_size={self.window_size}, rel_pos={self.use_rel_pos}"
+
+
+_MODULES: dict[str, type[PlannedAttention]] = {
+    "msa": MSAttention,
+    "hydra": HydraAttention,
+    "window": WindowMSAttention,
+    "none": NoMixAttention,
+    "linear": LinearAttention,
+}
+
+
+def build_attention(kind: str, dim: int, num_heads: int, **kwargs) -> PlannedAttention:
+    """Build the attention module for ``kind`` (one of :data:`ATTENTION_KINDS`)."""
+    if kind not in _MODULES:
+        raise ValueError(f"unknown attention {kind!r}; choose from {list(ATTENTION_KINDS)}")
+    own = {"window": ("window_size", "rel_pos"), "linear": ("linear_heads", "kernel", "local", "local_dims"),
+           "hydra": ("local", "local_dims")}
+    specific = {"window_size", "rel_pos", "linear_heads", "kernel", "local", "local_dims"}
+    common = {k: v for k, v in kwargs.items() if k not in specific}
+    extra = {k: kwargs[k] for k in own.get(kind, ()) if k in kwargs}
+    return _MODULES[kind](dim, num_heads=num_heads, **extra, **common)

@@ -1,0 +1,214 @@
+"""The Hydra op and multi-head linear attention as functions on ``(..., T, D)`` tensors.
+
+Hydra attention (Bolya et al., 2022, arXiv 2209.07484): ``phi(x) = x / ||x||``, ``kv = sum_t
+phi(k_t) * v_t``, ``out_t = phi(q_t) * kv``. Norms and the token sum run in fp32 under autocast;
+large inputs go through a fused path (torch.compile on CPU, Triton kernels on CUDA).
+"""
+from __future__ import annotations
+
+import os
+import warnings
+from typing import Callable, Literal, Optional
+
+import torch
+import torch.nn.functional as F
+
+__all__ = ["hydra_attention", "hydra_attention_eager", "linear_attention", "KernelName", "HYDRA_EPS",
+           "FUSED_MIN_NUMEL"]
+
+KernelName = Literal["cosine", "relu", "elu", "sigmoid", "identity"]
+
+
+# Added to ||x||^2 before the rsqrt. The norm is always formed in fp32 (never in fp16/bf16, where
+# F.normalize's eps and the squares of small entries underflow), so a tiny eps is safe: a zero
+# vector maps to zero instead of NaN, and vectors of norm >= 1e-5 are normalised to within 1%.
+HYDRA_EPS = 1e-12
+
+
+# --------------------------------------------------------------------------------------------
+# Functional ops
+# --------------------------------------------------------------------------------------------
+def _check_qkv(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: Optional[torch.Tensor]) -> None:
+    if q.dim() < 2:
+        raise ValueError(f"hydra_attention: q must have shape (..., T, D), got {tuple(q.shape)}")
+    if k.shape != q.shape or v.shape != q.shape:
+        raise ValueError(
+            "hydra_attention: q, k and v must have the same shape (..., T, D); got "
+            f"q {tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)}"
+        )
+    if mask is not None:
+        if mask.dtype != torch.bool:
+            raise ValueError(f"hydra_attention: key_padding_mask must be bool (True = padded), got {mask.dtype}")
+        if tuple(mask.shape) != tuple(q.shape[:-1]):
+            raise ValueError(
+                f"hydra_attention: key_padding_mask must have shape {tuple(q.shape[:-1])} (the leading dims "
+                f"and T of q), got {tuple(mask.shape)}"
+            )
+
+
+def _acc(x: torch.Tensor) -> torch.Tensor:
+    """Upcast half-precision tensors to fp32 for norms and sums; fp32/fp64 stay as they are."""
+    return x.float() if x.dtype in (torch.float16, torch.bfloat16) else x
+
+
+def _cosine(x: torch.Tensor) -> torch.Tensor:
+    """L2-normalise over the last dim; the norm is computed in fp32 so fp16/bf16 never underflow."""
+    xf = _acc(x)
+    return xf * torch.rsqrt(xf.square().sum(-1, keepdim=True) + HYDRA_EPS)
+
+
+def hydra_attention_eager(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, key_padding_mask: Optional[torch.Tensor] = None
+) -> torch.Tensor:
+    """Reference eager implementation of :func:`hydra_attention` (same contract)."""
+    qn, kn = _cosine(q), _cosine(k)
+    kv_terms = kn * _acc(v)
+    if key_padding_mask is not None:
+        kv_terms = kv_terms.masked_fill(key_padding_mask.unsqueeze(-1), 0.0)
+    kv = kv_terms.sum(dim=-2, keepdim=True)  # (..., 1, D), fp32 accumulation
+    out = qn * kv
+    if key_padding_mask is not None:
+        out = out.masked_fill(key_padding_mask.unsqueeze(-1), 0.0)
+    return out.to(q.dtype)
+
+
+_compiled: dict[str, Callable] = {}
+_compile_failed = False
+
+
+def _fused_fn() -> Optional[Callable]:
+    """torch.compile'd Hydra (one fused reduction pass over k, v and one pointwise pass over q).
+
+    On CPU inductor emits C++/OpenMP loops, on CUDA Triton kernels; backward is compiled too.
+    Returns None when compilation is unavailable (then the eager path is used).
+    """
+    global _compile_failed
+    if _compile_failed:
+        return None
+    fn = _compiled.get("hydra")
+    if fn is None:
+        try:
+            fn = torch.compile(hydra_attention_eager, dynamic=None, fullgraph=True)
+        except Exception as err:  # pragma: no cover - depends on the toolchain
+            warnings.warn(f"hydra_dense: torch.compile unavailable ({err}); using eager Hydra attention")
+            _compile_failed = True
+            return None
+        _compiled["hydra"] = fn
+    return fn
+
+
+# Below this many elements per tensor the fused path is not worth a compile.
+FUSED_MIN_NUMEL = 1 << 20
+Impl = Literal["auto", "eager", "fused", "triton"]
+
+
+def _want_fused(q: torch.Tensor, impl: str) -> bool:
+    if impl == "eager":
+        return False
+    if impl in ("fused", "triton"):
+        return True
+    if impl != "auto":
+        raise ValueError(f"hydra_attention: impl must be one of 'auto', 'eager', 'fused', 'triton', got {impl!r}")
+    if os.environ.get("HYDRA_DENSE_FUSED", "1") == "0" or torch.compiler.is_compiling():
+        return False
+    from torch.utils._python_dispatch import is_in_torch_dispatch_mode
+
+    if is_in_torch_dispatch_mode():  # e.g. FlopCounterMode: torch.compile cannot run under it
+        return False
+    if torch.jit.is_scripting() or q.numel() < FUSED_MIN_NUMEL:
+        return False
+    return q.device.type in ("cpu", "cuda")
+
+
+def hydra_attention(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    key_padding_mask: Optional[torch.Tensor] = None,
+    impl: Impl = "auto",
+) -> torch.Tensor:
+    """Hydra attention: multi-head linear attention with H = D heads and a cosine kernel.
+
+    Args:
+        q, k, v: ``(..., T, D)``, typically ``(B, T, D)``; any leading dims are batch dims.
+        key_padding_mask: optional bool ``(..., T)``; True marks a padded token. Padded tokens
+            contribute nothing to the global ``kv``, and their own output rows are **zero**
+            (so padding never feeds anything downstream through attention).
+        impl: ``"auto"`` (large tensors: the Triton kernels on CUDA, torch.compile on CPU;
+            small ones: eager; ``HYDRA_DENSE_FUSED=0`` forces eager), ``"eager"``, ``"fused"``
+            (torch.compile) or ``"triton"`` (:mod:`hydra_dense.kernels.hydra_triton`).
+
+    Returns:
+        ``(..., T, D)`` in the dtype of ``q``. The L2 norms and the token sum are computed in
+        fp32 even when the inputs are fp16/bf16 (e.g. under autocast): a sum over thousands of
+        tokens overflows fp16 and loses precision in bf16.
+    """
+    _check_qkv(q, k, v, key_padding_mask)
+    if impl == "triton" or (impl == "auto" and q.is_cuda and _want_fused(q, impl)):
+        from ..kernels.hydra_triton import hydra_attention_triton, triton_usable
+
+        if triton_usable(q) and q.shape[-1] <= 8192:
+            return hydra_attention_triton(q, k, v, key_padding_mask)
+        if impl == "triton":
+            raise RuntimeError("hydra_attention: impl='triton' needs triton and a CUDA tensor "
+                               "(or TRITON_INTERPRET=1 on CPU)")
+    if impl != "triton" and _want_fused(q, impl):
+        fn = _fused_fn()
+        if fn is not None:
+            try:
+                return fn(q, k, v, key_padding_mask)
+            except Exception as err:  # pragma: no cover - compiler failure on an exotic setup
+                global _compile_failed
+                _compile_failed = True
+                warnings.warn(f"hydra_dense: fused Hydra attention failed ({err}); falling back to eager")
+    return hydra_attention_eager(q, k, v, key_padding_mask)
+
+
+def _kernel(name: str) -> Callable[[torch.Tensor], torch.Tensor]:
+    kernels: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
+        "cosine": _cosine,
+        "relu": lambda x: F.relu(_acc(x)),
+        "elu": lambda x: F.elu(_acc(x)) + 1.0,
+        "sigmoid": lambda x: torch.sigmoid(_acc(x)),
+        "identity": _acc,
+    }
+    if name not in kernels:
+        raise ValueError(f"unknown linear-attention kernel {name!r}; choose from {sorted(kernels)}")
+    return kernels[name]
+
+
+def linear_attention(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    num_heads: int,
+    kernel: KernelName = "cosine",
+    key_padding_mask: Optional[torch.Tensor] = None,
+) -> torch.Tensor:
+    """Multi-head linear attention (the paper's Eq. 7 and Table 1 ablations).
+
+    ``phi`` is applied over the full feature dim D (for ``cosine``: L2 over D, as in Hydra),
+    then the D features are split into ``num_heads`` heads of D/H features and each head
+    computes ``phi(Q_h) (phi(K_h)^T V_h)`` — no softmax denominator, as in the paper.
+    ``num_heads == D`` is Hydra attention; ``num_heads == 1`` is single-head linear attention.
+
+    Args:
+        q, k, v: ``(B, T, D)``. key_padding_mask: bool ``(B, T)``, True = padded.
+    Returns:
+        ``(B, T, D)`` in the dtype of ``q``.
+    """
+    _check_qkv(q, k, v, key_padding_mask)
+    B, T, D = q.shape
+    if D % num_heads:
+        raise ValueError(f"linear_attention: D={D} is not divisible by num_heads={num_heads}")
+    phi = _kernel(kernel)
+    qf, kf, vf = phi(q), phi(k), _acc(v)
+    if key_padding_mask is not None:
+        kf = kf.masked_fill(key_padding_mask.unsqueeze(-1), 0.0)
+    split = lambda x: x.reshape(B, T, num_heads, D // num_heads).transpose(1, 2)  # (B, H, T, d)
+    kv = split(kf).transpose(-1, -2) @ split(vf)  # (B, H, d, d)
+    out = (split(qf) @ kv).transpose(1, 2).reshape(B, T, D)
+    if key_padding_mask is not None:
+        out = out.masked_fill(key_padding_mask.unsqueeze(-1), 0.0)
+    return out.to(q.dtype)
+

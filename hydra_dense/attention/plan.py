@@ -1,0 +1,119 @@
+"""The attention plan: which attention (and local mixing) each transformer block runs."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal, Optional, Sequence, Union
+
+from ..local_mixing import parse_local
+from .modules import ATTENTION_KINDS, AttentionKind
+from .ops import KernelName
+
+__all__ = ["AttentionPlan", "LOCAL_KINDS"]
+
+LOCAL_KINDS = ("hydra", "linear")  # the kinds a plan's ``local`` branch applies to
+
+
+@dataclass
+class AttentionPlan:
+    """Which attention each transformer block runs. Settable from YAML as a mapping.
+
+    Resolution order (later wins): ``default`` for every block; ``window_size > 0`` turns
+    every block into windowed MSA except ``global_blocks``, which run ``global_attention``
+    (ViTDet); ``hydra_last`` makes the last L blocks Hydra; ``hydra_blocks`` lists blocks
+    made Hydra (the paper's hybrids); ``blocks`` spells out every block explicitly.
+    Negative indices count from the end. ``local`` adds a local-mixing branch
+    (:mod:`hydra_dense.local_mixing`, e.g. ``dwc3``) to every Hydra / linear block.
+
+    Examples (YAML)::
+
+        plan: {default: hydra}                                   # all Hydra
+        plan: {default: hydra, local: dwc3}                      # all Hydra + 3x3 depthwise conv on v
+        plan: {default: msa, hydra_last: 2}                      # paper's best hybrid
+        plan: {window_size: 14, global_blocks: [2, 5, 8, 11], global_attention: hydra}  # ViTDet
+    """
+
+    default: AttentionKind = "msa"
+    hydra_last: int = 0
+    hydra_blocks: list[int] = field(default_factory=list)
+    window_size: int = 0
+    global_blocks: list[int] = field(default_factory=list)
+    global_attention: Literal["msa", "hydra", "linear", "none"] = "msa"
+    rel_pos: bool = False
+    blocks: Optional[list[AttentionKind]] = None
+    linear_heads: Optional[int] = None
+    kernel: KernelName = "cosine"
+    local: Optional[str] = None
+
+    @classmethod
+    def coerce(cls, plan: Union["AttentionPlan", str, Sequence[str], dict, None]) -> "AttentionPlan":
+        """Accept a plan, a kind name (``"hydra"``), a per-block list, or a mapping."""
+        if plan is None:
+            return cls()
+        if isinstance(plan, cls):
+            return plan
+        if isinstance(plan, str):
+            if plan not in ATTENTION_KINDS:
+                raise ValueError(f"unknown attention {plan!r}; choose from {list(ATTENTION_KINDS)}")
+            return cls(default=plan)  # type: ignore[arg-type]
+        if isinstance(plan, dict):
+            unknown = set(plan) - set(cls.__dataclass_fields__)
+            if unknown:
+                raise ValueError(f"unknown attention-plan keys {sorted(unknown)}; valid: {sorted(cls.__dataclass_fields__)}")
+            return cls(**plan)
+        return cls(blocks=list(plan))
+
+    def resolve(self, depth: int) -> list[str]:
+        """Per-block attention kinds for a model of ``depth`` blocks, validated."""
+
+        def idx(i: int, key: str) -> int:
+            if not -depth <= i < depth:
+                raise ValueError(f"attention plan: {key} index {i} is out of range for a model of depth {depth}")
+            return i % depth
+
+        for name in [self.default, self.global_attention] + list(self.blocks or []):
+            if name not in ATTENTION_KINDS:
+                raise ValueError(f"attention plan: unknown attention {name!r}; choose from {list(ATTENTION_KINDS)}")
+        parse_local(self.local)  # validates the name
+        if self.default == "window" and self.window_size <= 0:
+            raise ValueError("attention plan: default 'window' needs window_size > 0")
+        if self.global_blocks and self.window_size <= 0:
+            raise ValueError("attention plan: global_blocks only apply with window_size > 0")
+        if not 0 <= self.hydra_last <= depth:
+            raise ValueError(f"attention plan: hydra_last={self.hydra_last} must be in [0, {depth}]")
+        kinds = [self.default] * depth
+        if self.window_size > 0:
+            glob = {idx(i, "global_blocks") for i in self.global_blocks}
+            kinds = [self.global_attention if i in glob else "window" for i in range(depth)]
+        for i in range(depth - self.hydra_last, depth):
+            kinds[i] = "hydra"
+        for i in self.hydra_blocks:
+            kinds[idx(i, "hydra_blocks")] = "hydra"
+        if self.blocks is not None:
+            if len(self.blocks) != depth:
+                raise ValueError(f"attention plan: blocks lists {len(self.blocks)} entries for a model of depth {depth}")
+            kinds = list(self.blocks)
+        if "window" in kinds and self.window_size <= 0:
+            raise ValueError("attention plan: 'window' blocks need window_size > 0")
+        return kinds
+
+    def attention_kwargs(self) -> dict:
+        """Extra constructor arguments passed to every attention module."""
+        return dict(window_size=self.window_size, rel_pos=self.rel_pos,
+                    linear_heads=self.linear_heads, kernel=self.kernel, local=self.local)
+
+    def local_of(self, kind: str) -> Optional[str]:
+        """The local-mixing name a block of ``kind`` gets (only the global linear attentions get one)."""
+        return self.local if kind in LOCAL_KINDS and parse_local(self.local) is not None else None
+
+    def block_labels(self, depth: int) -> list[str]:
+        """Per-block ``kind`` or ``kind+local`` (e.g. ``hydra+dwc3``)."""
+        return [k + (f"+{self.local_of(k)}" if self.local_of(k) else "") for k in self.resolve(depth)]
+
+    def describe(self, depth: int) -> str:
+        """Compact text such as ``msa x10, hydra x2`` or ``window x8, hydra@[2,5,8,11]``."""
+        kinds = self.block_labels(depth)
+        counts: dict[str, list[int]] = {}
+        for i, k in enumerate(kinds):
+            counts.setdefault(k, []).append(i)
+        return ", ".join(f"{k} x{len(v)}" if len(v) > depth // 2 or len(counts) == 1 else f"{k}@{v}"
+                         for k, v in counts.items())
