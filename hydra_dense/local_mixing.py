@@ -5,8 +5,13 @@ of neighbourhood. Linear-attention backbones that match softmax on dense tasks a
 branch next to the global one (FLatten Transformer's depthwise conv on v, MLLA / CSWin's LePE).
 This module is that branch for hydra_dense's attention modules::
 
-    out = hydra(q, k, v) + dwc(v)          then proj(out)   (``source="v"``, the default)
-    out = hydra(q, k, v) + dwc(x)                             (``source="x"``: the block's input)
+    out = hydra(q, k, v) + dwc(v)                   then proj(out)   (``source="v"``, the default)
+    out = hydra(q, k, v) + dwc(x)                                      (``source="x"``: the block's input)
+    out = hydra(q, k, v) + phi(q) * dwc(phi(k) * v)                     (``source="kv"``: local Hydra)
+
+The last is Hydra's own kernel restricted to a neighbourhood with learned per-offset weights: a
+neighbour's value counts more where its key agrees with the query, channel by channel, so the
+local term depends on content like the global one does.
 
 The convolution is **zero-initialised**, so a checkpoint without it starts exactly where plain
 Hydra starts. Prefix tokens (cls / registers) neither feed it nor get anything from it; padded
@@ -17,6 +22,7 @@ their outputs are zero. Names used in attention plans (``plan: {default: hydra, 
 ``dwc<K>``     K x K depthwise conv on v over the grid (K x K x K on a video's (t, h, w) grid)
 ``dwc<K>_2d``  per-frame K x K on a video grid (1 x K x K); the same as ``dwc<K>`` on images
 ``dwc<K>_x``   K x K depthwise conv on the block input instead of v
+``dwc<K>_kv``  K x K depthwise conv on phi(k) * v, gated by phi(q) (local Hydra)
 =============  ==========================================================================
 """
 from __future__ import annotations
@@ -34,8 +40,8 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = ["LocalMixSpec", "LocalMixing", "parse_local", "LOCAL_EXAMPLES"]
 
-LOCAL_EXAMPLES = ("dwc3", "dwc5", "dwc7", "dwc3_x", "dwc3_2d")
-_PATTERN = re.compile(r"dwc(\d+)(_x)?(_2d)?")
+LOCAL_EXAMPLES = ("dwc3", "dwc5", "dwc7", "dwc3_x", "dwc3_kv", "dwc3_2d")
+_PATTERN = re.compile(r"dwc(\d+)(_x|_kv)?(_2d)?")
 
 
 @dataclass(frozen=True)
@@ -44,22 +50,22 @@ class LocalMixSpec:
 
     name: str
     kernel: int
-    source: Literal["v", "x"] = "v"
+    source: Literal["v", "x", "kv"] = "v"
     spatial_only: bool = False
 
 
 def parse_local(name: Optional[str]) -> Optional[LocalMixSpec]:
-    """``"dwc3"`` / ``"dwc5_x"`` / ``"dwc3_2d"`` -> :class:`LocalMixSpec`; None or ``"none"`` -> None."""
+    """``"dwc3"`` / ``"dwc5_x"`` / ``"dwc3_kv"`` / ``"dwc3_2d"`` -> :class:`LocalMixSpec`; None or ``"none"`` -> None."""
     if name is None or name == "none":
         return None
     m = _PATTERN.fullmatch(str(name))
     if m is None:
-        raise ValueError(f"unknown local mixing {name!r}; use dwc<K>, dwc<K>_x or dwc<K>_2d with an odd K, "
+        raise ValueError(f"unknown local mixing {name!r}; use dwc<K>, dwc<K>_x, dwc<K>_kv or dwc<K>_2d with an odd K, "
                          f"e.g. {', '.join(LOCAL_EXAMPLES)}")
     kernel = int(m.group(1))
     if kernel < 1 or kernel % 2 == 0:
         raise ValueError(f"local mixing {name!r}: the kernel size must be odd (3, 5, 7, ...), got {kernel}")
-    return LocalMixSpec(str(name), kernel, "x" if m.group(2) else "v", bool(m.group(3)))
+    return LocalMixSpec(str(name), kernel, (m.group(2) or "_v")[1:], bool(m.group(3)))
 
 
 _CONVS = {1: nn.Conv1d, 2: nn.Conv2d, 3: nn.Conv3d}

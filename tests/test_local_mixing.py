@@ -81,6 +81,23 @@ def test_input_source_variant_uses_the_block_input():
     torch.testing.assert_close(attn(x, layout), ref)
 
 
+def test_local_hydra_variant_matches_its_formula_by_hand():
+    """dwc3_kv: out = proj(hydra(q, k, v) + phi(q) * conv(phi(k) * v)) with phi the cosine kernel."""
+    from hydra_dense.attention import hydra_attention
+
+    torch.manual_seed(0)
+    attn = randomise(build_attention("hydra", 8, 2, local="dwc3_kv")).double()
+    h, w, D = 3, 4, 8
+    x = torch.randn(2, 1 + h * w, D, dtype=torch.float64)
+    q, k, v = attn.qkv(x).unflatten(-1, (3, D)).unbind(-2)
+    phi = lambda t: t / t.norm(dim=-1, keepdim=True)  # noqa: E731
+    grid = (phi(k) * v)[:, 1:].reshape(2, h, w, D).permute(0, 3, 1, 2)
+    local = F.conv2d(grid, attn.local.conv.weight, attn.local.conv.bias, padding=1, groups=D)
+    local = torch.cat([torch.zeros(2, 1, D, dtype=x.dtype), local.permute(0, 2, 3, 1).reshape(2, h * w, D)], 1)
+    ref = attn.proj(hydra_attention(q, k, v) + phi(q) * local)
+    torch.testing.assert_close(attn(x, TokenLayout((h, w), 1)), ref)
+
+
 def test_padded_tokens_contribute_nothing():
     mix = randomise(LocalMixing(4, parse_local("dwc3")))
     tokens = torch.randn(1, 1 + 16, 4)
@@ -97,7 +114,7 @@ def test_padded_tokens_contribute_nothing():
     torch.testing.assert_close(out[:, 1:].view(1, 4, 4, 4)[:, :, :3].reshape(1, 12, 4), alone[:, 1:])
 
 
-@pytest.mark.parametrize("plan", [{"default": "hydra", "local": "dwc3"},
+@pytest.mark.parametrize("plan", [{"default": "hydra", "local": "dwc3"}, {"default": "hydra", "local": "dwc3_kv"},
                                   {"window_size": 2, "global_blocks": [1], "global_attention": "hydra", "local": "dwc5"}])
 def test_vit_padding_invariance_with_local_mixing(plan):
     m = randomise(ViT(None, embed_dim=32, depth=2, num_heads=2, patch_size=16, img_size=64, plan=plan,

@@ -133,10 +133,19 @@ class GlobalLinearAttention(PlannedAttention):
             return self.qkv(x).unflatten(-1, (3, D)).unbind(-2)  # no copies
         return tuple(t.transpose(1, 2).reshape(B, N, D) for t in self._heads(x))  # type: ignore[return-value]
 
-    def _mix_out(self, glob: torch.Tensor, x: torch.Tensor, v: torch.Tensor,
+    def _phi(self, t: torch.Tensor) -> torch.Tensor:
+        """The feature map of the global op (Hydra: the cosine kernel), in fp32."""
+        return _kernel("cosine")(t)
+
+    def _mix_out(self, glob: torch.Tensor, x: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
                  layout: Optional[TokenLayout]) -> torch.Tensor:
         if self.local is not None:
-            glob = glob + self.local(x if self.local.spec.source == "x" else v, layout)
+            source = self.local.spec.source
+            if source == "kv":  # local Hydra: phi(q) * dwc(phi(k) * v)
+                local = self._phi(q) * self.local((self._phi(k) * v.float()).to(v.dtype), layout).float()
+                glob = glob + local.to(glob.dtype)
+            else:
+                glob = glob + self.local(x if source == "x" else v, layout)
         return self._out(glob)
 
     def extra_repr(self) -> str:
@@ -156,7 +165,7 @@ class HydraAttention(GlobalLinearAttention):
         self._check(x, layout)
         q, k, v = self._qkv_flat(x)
         mask = layout.key_padding_mask if layout is not None else None
-        return self._mix_out(hydra_attention(q, k, v, key_padding_mask=mask), x, v, layout)
+        return self._mix_out(hydra_attention(q, k, v, key_padding_mask=mask), x, q, k, v, layout)
 
 
 class LinearAttention(GlobalLinearAttention):
@@ -178,7 +187,10 @@ class LinearAttention(GlobalLinearAttention):
         B, N, D = x.shape
         q, k, v = self.qkv(x).unflatten(-1, (3, D)).unbind(-2)
         mask = layout.key_padding_mask if layout is not None else None
-        return self._mix_out(linear_attention(q, k, v, self.linear_heads, self.kernel, mask), x, v, layout)
+        return self._mix_out(linear_attention(q, k, v, self.linear_heads, self.kernel, mask), x, q, k, v, layout)
+
+    def _phi(self, t: torch.Tensor) -> torch.Tensor:
+        return _kernel(self.kernel)(t)
 
     def extra_repr(self) -> str:
         return super().extra_repr() + f", linear_heads={self.linear_heads}, kernel={self.kernel}"

@@ -11,9 +11,9 @@ from ..attention import AttentionPlan
 
 __all__ = ["InputSize", "parse_size", "plan_from_name", "plan_names", "PLAN_NAMES", "LOCAL_NAMES", "parse_dtype", "parse_devices"]
 
-PLAN_NAMES = ("msa", "hydra", "none", "hybrid<L>", "vitdet_msa", "vitdet_hydra", "linear<H>")
+PLAN_NAMES = ("msa", "hydra", "none", "hybrid<L>", "hydra_at<i>.<j>...", "vitdet_msa", "vitdet_hydra", "linear<H>")
 # every plan with Hydra / linear blocks also takes a local-mixing suffix: hydra+dwc3, hybrid4+dwc5, ...
-LOCAL_NAMES = ("dwc3", "dwc5", "dwc7", "dwc3_x", "dwc3_2d")
+LOCAL_NAMES = ("dwc3", "dwc5", "dwc7", "dwc3_x", "dwc3_kv", "dwc3_2d")
 _ALIASES = {"1080p": "1080x1920", "720p": "720x1280", "4k": "2160x3840"}
 
 
@@ -49,7 +49,8 @@ def parse_size(text: str) -> InputSize:
 def plan_from_name(name: str, depth: int, window_size: int = 14) -> AttentionPlan:
     """Benchmark plan names -> plans. ``hybrid<L>``: Hydra in the last L blocks; ``vitdet_*``:
     windowed MSA with global blocks every depth/4 (2, 5, 8, 11 for depth 12) running MSA or Hydra;
-    ``linear<H>``: cosine linear attention with H heads. A ``+<local>`` suffix (``hydra+dwc3``,
+    ``linear<H>``: cosine linear attention with H heads; ``hydra_at0.1.11``: Hydra in blocks 0, 1 and 11
+    (MSA elsewhere). A ``+<local>`` suffix (``hydra+dwc3``,
     ``hybrid4+dwc5``) adds local mixing (:mod:`hydra_dense.local_mixing`) to the Hydra / linear blocks."""
     base, plus, local = name.partition("+")
     plan = _base_plan(base, depth, window_size)
@@ -66,7 +67,7 @@ def plan_from_name(name: str, depth: int, window_size: int = 14) -> AttentionPla
 def plan_names(depth: int = 12) -> list[str]:
     """Plan names worth listing for a model of ``depth`` blocks (patterns ``hybrid<L>`` / ``linear<H>``
     accept any L / H)."""
-    bases = ["msa", "hydra", "none", "hybrid<L>"] + [f"hybrid{n}" for n in (2, 4, 8) if n < depth]
+    bases = ["msa", "hydra", "none", "hybrid<L>"] + [f"hybrid{n}" for n in (2, 4, 8) if n < depth] + ["hydra_at<i>.<j>..."]
     bases += ["vitdet_msa", "vitdet_hydra", "linear<H>"]
     with_local = [b for b in bases if b not in ("msa", "none", "vitdet_msa")]
     return bases + [f"{b}+{loc}" for b in with_local for loc in LOCAL_NAMES]
@@ -78,6 +79,8 @@ def _base_plan(name: str, depth: int, window_size: int) -> AttentionPlan:
         return AttentionPlan(default=name)  # type: ignore[arg-type]
     if m := re.fullmatch(r"hybrid(\d+)", name):
         return AttentionPlan(default="msa", hydra_last=int(m.group(1)))
+    if m := re.fullmatch(r"hydra_at(\d+(?:\.\d+)*)", name):
+        return AttentionPlan(default="msa", hydra_blocks=[int(i) for i in m.group(1).split(".")])
     if name in ("vitdet_msa", "vitdet_hydra"):
         return AttentionPlan(window_size=window_size, global_blocks=glob, global_attention=name.split("_")[1])  # type: ignore[arg-type]
     if m := re.fullmatch(r"linear(\d+)", name):
