@@ -7,11 +7,12 @@ This module is that branch for hydra_dense's attention modules::
 
     out = hydra(q, k, v) + dwc(v)                   then proj(out)   (``source="v"``, the default)
     out = hydra(q, k, v) + dwc(x)                                      (``source="x"``: the block's input)
-    out = hydra(q, k, v) + phi(q) * dwc(phi(k) * v)                     (``source="kv"``: local Hydra)
+    out = hydra(q, k, v) + D * phi(q) * dwc(phi(k) * v)                 (``source="kv"``: local Hydra)
 
 The last is Hydra's own kernel restricted to a neighbourhood with learned per-offset weights: a
 neighbour's value counts more where its key agrees with the query, channel by channel, so the
-local term depends on content like the global one does.
+local term depends on content like the global one does (D, the feature dim, undoes the ~1/D
+scale of the per-channel cosine terms).
 
 The convolution is **zero-initialised**, so a checkpoint without it starts exactly where plain
 Hydra starts. Prefix tokens (cls / registers) neither feed it nor get anything from it; padded
@@ -22,7 +23,7 @@ their outputs are zero. Names used in attention plans (``plan: {default: hydra, 
 ``dwc<K>``     K x K depthwise conv on v over the grid (K x K x K on a video's (t, h, w) grid)
 ``dwc<K>_2d``  per-frame K x K on a video grid (1 x K x K); the same as ``dwc<K>`` on images
 ``dwc<K>_x``   K x K depthwise conv on the block input instead of v
-``dwc<K>_kv``  K x K depthwise conv on phi(k) * v, gated by phi(q) (local Hydra)
+``dwc<K>_kv``  K x K depthwise conv on phi(k) * v, gated by D * phi(q) (local Hydra)
 =============  ==========================================================================
 """
 from __future__ import annotations
@@ -69,6 +70,7 @@ def parse_local(name: Optional[str]) -> Optional[LocalMixSpec]:
 
 
 _CONVS = {1: nn.Conv1d, 2: nn.Conv2d, 3: nn.Conv3d}
+_CHANNELS_LAST = {2: torch.channels_last, 3: torch.channels_last_3d}
 
 
 class LocalMixing(nn.Module):
@@ -108,8 +110,13 @@ class LocalMixing(nn.Module):
         pad = layout.key_padding_mask[:, P:, None] if layout.key_padding_mask is not None else None
         if pad is not None:
             grid = grid.masked_fill(pad, 0.0)
-        # (B, *grid, D) viewed as (B, D, *grid): channels-last strides, no copy before the conv
-        mixed = self.conv(grid.reshape(B, *layout.grid, D).movedim(-1, 1)).movedim(1, -1).reshape(B, -1, D)
+        # (B, *grid, D) viewed as (B, D, *grid) has channels-last strides; v is a strided slice of the
+        # qkv output, and the depthwise conv runs faster on a dense channels-last copy than on that view
+        grid = grid.reshape(B, *layout.grid, D).movedim(-1, 1)
+        fmt = _CHANNELS_LAST.get(self.grid_dims)
+        if fmt is not None and not grid.is_contiguous(memory_format=fmt):
+            grid = grid.contiguous(memory_format=fmt)
+        mixed = self.conv(grid).movedim(1, -1).reshape(B, -1, D)
         if pad is not None:
             mixed = mixed.masked_fill(pad, 0.0)
         if P:

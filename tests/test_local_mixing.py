@@ -82,7 +82,7 @@ def test_input_source_variant_uses_the_block_input():
 
 
 def test_local_hydra_variant_matches_its_formula_by_hand():
-    """dwc3_kv: out = proj(hydra(q, k, v) + phi(q) * conv(phi(k) * v)) with phi the cosine kernel."""
+    """dwc3_kv: out = proj(hydra(q, k, v) + D * phi(q) * conv(phi(k) * v)) with phi the cosine kernel."""
     from hydra_dense.attention import hydra_attention
 
     torch.manual_seed(0)
@@ -94,7 +94,7 @@ def test_local_hydra_variant_matches_its_formula_by_hand():
     grid = (phi(k) * v)[:, 1:].reshape(2, h, w, D).permute(0, 3, 1, 2)
     local = F.conv2d(grid, attn.local.conv.weight, attn.local.conv.bias, padding=1, groups=D)
     local = torch.cat([torch.zeros(2, 1, D, dtype=x.dtype), local.permute(0, 2, 3, 1).reshape(2, h * w, D)], 1)
-    ref = attn.proj(hydra_attention(q, k, v) + phi(q) * local)
+    ref = attn.proj(hydra_attention(q, k, v) + D * phi(q) * local)
     torch.testing.assert_close(attn(x, TokenLayout((h, w), 1)), ref)
 
 

@@ -141,8 +141,10 @@ class GlobalLinearAttention(PlannedAttention):
                  layout: Optional[TokenLayout]) -> torch.Tensor:
         if self.local is not None:
             source = self.local.spec.source
-            if source == "kv":  # local Hydra: phi(q) * dwc(phi(k) * v)
-                local = self._phi(q) * self.local((self._phi(k) * v.float()).to(v.dtype), layout).float()
+            if source == "kv":  # local Hydra: D * phi(q) * dwc(phi(k) * v)
+                # phi(q)_d * phi(k)_d is ~1/D per channel: the factor D gives the branch unit scale,
+                # so its conv weights learn at the pace of the other variants'
+                local = q.shape[-1] * self._phi(q) * self.local((self._phi(k) * v.float()).to(v.dtype), layout).float()
                 glob = glob + local.to(glob.dtype)
             else:
                 glob = glob + self.local(x if source == "x" else v, layout)

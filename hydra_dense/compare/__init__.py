@@ -179,6 +179,11 @@ def parse_args(argv: Optional[list[str]] = None) -> tuple[argparse.Namespace, li
                         "32x224x224 for video); 0 skips it")
     p.add_argument("--speed-batch", type=int, default=8)
     p.add_argument("--speed-repeats", type=int, default=5)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    for i, a in enumerate(argv[:-1]):  # its value starts with "--", which argparse would take for an option
+        if a == "--convert-args":
+            argv[i: i + 2] = [f"--convert-args={argv[i + 1]}"]
+            break
     return p.parse_known_args(argv)
 
 
