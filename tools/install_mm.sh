@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# OpenMMLab stack for this torch (issue 8, first step): mmcv 2.1.0 with compiled ops, mmengine,
+# OpenMMLab stack for this torch: mmcv 2.1.0 with compiled ops, mmengine,
 # mmsegmentation 1.2.2, mmdetection 3.3.0, into the project's virtual environment.
 #   tools/install_mm.sh            (HYDRA_DENSE_VENV picks another venv; default .venv)
 # No mmcv wheel exists for torch 2.14, and mmcv 2.1.0 only builds here with --no-build-isolation,
@@ -9,8 +9,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 VENV="${HYDRA_DENSE_VENV:-.venv}"
-PY="$VENV/bin/python"
-[ -x "$PY" ] || ./run.sh setup
+[ -x "$VENV/bin/python" ] || ./run.sh setup
+PY="$(cd "$VENV" && pwd)/bin/python"  # absolute: the build below runs in another folder
 TORCH=$("$PY" -c "import torch; print(torch.__version__.split('+')[0])")
 WHEELS="$("$PY" -m pip cache dir)/hydra_dense-wheels/torch-$TORCH"
 mkdir -p "$WHEELS"
@@ -25,9 +25,16 @@ if ! ls "$WHEELS"/mmcv-2.1.0-*.whl >/dev/null 2>&1; then
   "$PY" -m pip download -q --no-deps --no-binary :all: --no-build-isolation mmcv==2.1.0 -d "$src"
   tar xzf "$src"/mmcv-2.1.0.tar.gz -C "$src"
   sed -i 's/-std=c++14/-std=c++20/g; s/-std=c++17/-std=c++20/g' "$src/mmcv-2.1.0/setup.py"
-  (cd "$src/mmcv-2.1.0" && MAX_JOBS="$(nproc)" MMCV_WITH_OPS=1 \
-     "$PY" -m pip wheel -v --no-build-isolation --no-deps -w "$WHEELS" . 2>&1 |
-     grep --line-buffered -E '\[[0-9]+/[0-9]+\]|[Ee]rror|Created wheel' | sed -u 's/ -[^ ]*//g' | cut -c1-120)
+  log="$src/build.log"
+  # the whole log goes to a file; only progress lines are shown, and the log's end on failure
+  if ! (cd "$src/mmcv-2.1.0" && MAX_JOBS="$(nproc)" MMCV_WITH_OPS=1 \
+        "$PY" -m pip wheel -v --no-build-isolation --no-deps -w "$WHEELS" . 2>&1 | tee "$log" |
+        { grep --line-buffered -E '\[[0-9]+/[0-9]+\]|Created wheel' || true; } |
+        sed -u 's/ -[^ ]*//g' | cut -c1-120); then
+    echo "[mm] the mmcv build failed; the end of its log:" >&2
+    grep -v "WARNING: Location" "$log" | tail -40 >&2
+    exit 1
+  fi
   "$PY" -m pip install -q "setuptools>=77.0.3"
   ls "$WHEELS"/mmcv-2.1.0-*.whl >/dev/null 2>&1 || { echo "[mm] the mmcv build failed" >&2; exit 1; }
 else
