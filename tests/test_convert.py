@@ -182,3 +182,20 @@ def test_cli_entry_point_and_errors(images, msa_source, tmp_path):
                            f"--model.init_args.source={tmp_path / 'missing.pth'}"], cwd=ROOT, capture_output=True,
                           text=True)
     assert proc.returncode != 0 and "model.source: checkpoint" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_task_training_split_as_images_through_the_cli(msa_source, tmp_path):
+    """data.task_config under the CLI: the task's data module gets its own init_args (LightningCLI's
+    given-hyperparameters context must not leak into it), and the table names the task's images."""
+    from tests.test_segmentation import make_ade
+
+    seg_root = tmp_path / "seg"
+    make_ade(seg_root, n_train=8, n_val=4)
+    task = tmp_path / "task.yaml"
+    task.write_text(yaml.safe_dump({"data": {"class_path": "hydra_dense.data.SegmentationDataModule", "init_args": {
+        "root": str(seg_root), "layout": "ade20k", "num_classes": 4, "num_workers": 0}}}))
+    out = tmp_path / "out.pth"
+    cfg = _config(tmp_path, msa_source, out, tmp_path, steps=2)
+    ok(train("fit", cfg, tmp_path / "run", "--data.init_args.root=null", f"--data.init_args.task_config={task}"))
+    table = out.with_name("out_errors.md").read_text()
+    assert f"task {task} (train split, labels unused): 6 train / 2 val images" in table

@@ -135,6 +135,7 @@ class UnlabeledImageDataModule(SplitDataModule):
     @staticmethod
     def _task_images(config: str) -> list[Path]:
         """Image files of the training split of the data module a task YAML declares."""
+        import contextvars
         import importlib
 
         import yaml
@@ -146,7 +147,9 @@ class UnlabeledImageDataModule(SplitDataModule):
         if not isinstance(data, dict) or "class_path" not in data:
             raise ValueError(f"data.task_config: {path} has no data: section with a class_path")
         module, _, name = data["class_path"].rpartition(".")
-        dm = getattr(importlib.import_module(module), name)(**data.get("init_args", {}))
+        # built in an empty context: LightningCLI hands its own init_args to save_hyperparameters
+        # through a context variable, which would otherwise replace the task data module's
+        dm = contextvars.Context().run(getattr(importlib.import_module(module), name), **data.get("init_args", {}))
         dm.setup("fit")
         dataset = dm.datasets["train"]
         if hasattr(dataset, "pairs"):  # segmentation: (image, mask) pairs; the masks are not opened
