@@ -30,7 +30,7 @@ if ! ls "$WHEELS"/mmcv-2.1.0-*.whl >/dev/null 2>&1; then
   if ! (cd "$src/mmcv-2.1.0" && MAX_JOBS="$(nproc)" MMCV_WITH_OPS=1 \
         "$PY" -m pip wheel -v --no-build-isolation --no-deps -w "$WHEELS" . 2>&1 | tee "$log" |
         { grep --line-buffered -E '\[[0-9]+/[0-9]+\]|Created wheel' || true; } |
-        sed -u 's/ -[^ ]*//g' | cut -c1-120); then
+        sed -u 's/ -[^ ]*//g; s/^\(.\{120\}\).*/\1/'); then
     echo "[mm] the mmcv build failed; the end of its log:" >&2
     grep -v "WARNING: Location" "$log" | tail -40 >&2
     exit 1
