@@ -192,3 +192,13 @@ def test_pareto_front_and_mean_std_aggregation():
             for s, v in ((0, 40.0), (1, 44.0), (2, 48.0))]
     (row,) = aggregate(runs, {})
     assert row["score"] == 44.0 and row["score_std"] == 4.0 and row["seeds"] == "0,1,2"
+
+
+def test_default_plans_show_the_converted_recipe_only_where_weights_can_be_converted():
+    from hydra_dense.compare import DEFAULT_PLANS, DEMO_PLANS, parse_args
+
+    assert "@converted" in DEMO_PLANS and "@converted" not in DEFAULT_PLANS
+    assert parse_args([])[0].plans == DEMO_PLANS
+    assert parse_args(["--pretrained", "none"])[0].plans == DEFAULT_PLANS
+    assert parse_args(["--config", "configs/video/demo_moving_digits.yaml"])[0].plans == DEFAULT_PLANS
+    assert parse_args(["--plans", "msa,hydra"])[0].plans == "msa,hydra"

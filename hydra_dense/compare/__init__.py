@@ -29,6 +29,10 @@ from typing import Optional
 __all__ = ["main", "run_comparison", "parse_args", "DEMO_CONFIG"]
 
 DEMO_CONFIG = "configs/segmentation/demo_digits.yaml"
+DEFAULT_PLANS = "msa,hybrid2,hydra"
+# the segmentation demo (real DINOv2 weights) also shows the recommended Hydra recipe: converted
+# with 7x7 local mixing; other configs have no convertible MSA-pretrained image backbone by default
+DEMO_PLANS = DEFAULT_PLANS + ",hydra+dwc7@converted"
 
 
 def _run_key(req: dict, config: Path) -> str:
@@ -160,8 +164,8 @@ def parse_args(argv: Optional[list[str]] = None) -> tuple[argparse.Namespace, li
 
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--config", default=str(repo_root() / DEMO_CONFIG))
-    p.add_argument("--plans", default="msa,hybrid2,hydra",
-                   help="recipes to compare, the first is the reference (see --list-plans)")
+    p.add_argument("--plans", help=f"recipes to compare, the first is the reference (see --list-plans); default "
+                                   f"{DEMO_PLANS} for the segmentation demo, {DEFAULT_PLANS} for other configs")
     p.add_argument("--list-plans", action="store_true", help="print every accepted plan name, one per line")
     p.add_argument("--backbones", help="comma-separated backbone YAMLs instead of --plans")
     p.add_argument("--pretrained", default="auto", help="auto (DINOv2 ViT-S/14 if available), none, or a path")
@@ -184,7 +188,11 @@ def parse_args(argv: Optional[list[str]] = None) -> tuple[argparse.Namespace, li
         if a == "--convert-args":
             argv[i: i + 2] = [f"--convert-args={argv[i + 1]}"]
             break
-    return p.parse_known_args(argv)
+    args, overrides = p.parse_known_args(argv)
+    if args.plans is None:
+        demo = Path(args.config).resolve() == (repo_root() / DEMO_CONFIG).resolve()
+        args.plans = DEMO_PLANS if demo and not args.backbones and args.pretrained != "none" else DEFAULT_PLANS
+    return args, overrides
 
 
 def main(argv: Optional[list[str]] = None) -> int:
