@@ -161,25 +161,28 @@ def test_converted_recipe_runs_the_conversion_once_and_caches_it(tmp_path, monke
                                                 "check_val_every_n_epoch": None},
                                     "model": {"class_path": "hydra_dense.convert.ConversionTask",
                                               "init_args": {"backbone": {"class_path": "hydra_dense.backbones.ViT",
-                                                                         "init_args": {"size": "tiny"}},
+                                                                         "init_args": {"size": "tiny", "plan": {
+                                                                             "default": "hydra", "local": "dwc3"}}},
                                                             "lr": 3e-3, "warmup_steps": 1}},
                                     "data": {"class_path": "hydra_dense.data.UnlabeledImageDataModule",
                                              "init_args": {"root": str(images), "crop_size": 32, "batch_size": 4,
                                                            "val_batch_size": 4, "num_workers": 0, "val_every": 4}}}))
     cfg = tmp_path / "cfg.yaml"
     cfg.write_text(yaml.safe_dump(_seg_config(tmp_path)))
-    args = ["--config", str(cfg), "--pretrained", str(source), "--plans", "hydra,hydra+dwc3@converted",
+    args = ["--config", str(cfg), "--pretrained", str(source), "--plans", "hydra,hydra+dwc3@converted,hydra@converted",
             "--convert-config", str(conv), "--convert-steps", "4", "--speed-size", "0", "--speed-repeats", "2"]
     assert compare_main([*args, "--out", str(tmp_path / "one")]) == 0
     rows = {r["plan"]: r for r in csv.DictReader((tmp_path / "one" / "table.csv").open())}
     conv_row = rows["hydra+dwc3@converted"]
     assert float(conv_row["convert_min"]) > 0 and "->" in conv_row["convert_error"]
     assert rows["hydra"]["convert_min"] == "" and conv_row["attention"] == "hydra+dwc3 x2"
-    cached = list((tmp_path / "cache" / "converted").glob("*/converted.pth"))
-    assert len(cached) == 1 and cached[0].with_name("converted_errors.md").is_file()
-    stamp = cached[0].stat().st_mtime
+    # the conversion config's own plan has local: dwc3; the recipe's plan (none) is what gets converted
+    assert rows["hydra@converted"]["attention"] == "hydra x2"
+    cached = sorted((tmp_path / "cache" / "converted").glob("*/converted.pth"))
+    assert len(cached) == 2 and all(c.with_name("converted_errors.md").is_file() for c in cached)
+    stamps = [c.stat().st_mtime for c in cached]
     assert compare_main([*args, "--out", str(tmp_path / "two")]) == 0
-    assert cached[0].stat().st_mtime == stamp, "the second comparison reused the converted checkpoint"
+    assert [c.stat().st_mtime for c in cached] == stamps, "the second comparison reused the converted checkpoints"
 
 
 def test_pareto_front_and_mean_std_aggregation():

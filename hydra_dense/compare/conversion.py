@@ -101,6 +101,13 @@ def converted_checkpoint(backbone_cfg: dict, plan: dict, source: str, convert_co
         info["cached"] = True
         return ckpt, info
     folder.mkdir(parents=True, exist_ok=True)
+    # every plan field written out: given as --model.init_args.backbone, this backbone's init_args are
+    # merged into the conversion config's, so a field left out (e.g. local) would be taken from there
+    from dataclasses import asdict
+
+    from ..attention import AttentionPlan
+
+    args["plan"] = asdict(AttentionPlan.coerce(plan))
     backbone_yaml = folder / "backbone.yaml"
     backbone_yaml.write_text(yaml.safe_dump(backbone, sort_keys=False))
     cmd = [sys.executable, str(repo_root() / "tools" / "convert.py"), "--config", str(conv_cfg),
