@@ -1,4 +1,4 @@
-"""OpenMMLab integration (issue 8, in progress): the clear error without the stack, and - when
+"""OpenMMLab integration: the clear error without the stack, and - when
 tools/install_mm.sh has installed it - our ViTs built through mmseg's / mmdet's registries."""
 import importlib
 import sys

@@ -2,7 +2,7 @@
 
 Both readers give the same per-image :class:`ImageRecord` (boxes ``xyxy`` in pixels, contiguous
 labels ``1..K`` — 0 is the detectors' background — and the raw COCO segmentation when there is
-one). Bad input is handled as the issue asks, with the file named in every message:
+one). Bad input stops with an error that names the file:
 
 - boxes partly outside the image are clipped; zero-area or inverted boxes are dropped. Both are
   counted in :class:`FormatReport` and logged once per file;

@@ -1,4 +1,4 @@
-"""OpenMMLab integration (issue 8, in progress): hydra_dense's ViTs in mmseg's and mmdet's registries.
+"""OpenMMLab integration: hydra_dense's ViTs in mmseg's and mmdet's registries.
 
 Install the stack first with ``tools/install_mm.sh``. In an mm config::
 
