@@ -1,5 +1,6 @@
 """The main job end to end on tiny configs: every plan trained the same way, one table out."""
 import csv
+import json
 
 import pytest
 import yaml
@@ -205,3 +206,55 @@ def test_default_plans_show_the_converted_recipe_only_where_weights_can_be_conve
     assert parse_args(["--pretrained", "none"])[0].plans == DEFAULT_PLANS
     assert parse_args(["--config", "configs/video/demo_moving_digits.yaml"])[0].plans == DEFAULT_PLANS
     assert parse_args(["--plans", "msa,hydra"])[0].plans == "msa,hydra"
+
+
+def test_converted_video_recipe_converts_the_comparisons_own_msa_run(tmp_path, monkeypatch):
+    """A task trained from scratch (no pretrained image ViT) converts the comparison's own MSA run
+    of the first seed; its data are the task's clips, labels unused."""
+    pytest.importorskip("av")
+    import torch
+
+    from hydra_dense.data.demo_video import prepare
+
+    monkeypatch.setenv("HYDRA_DENSE_CACHE", str(tmp_path / "cache"))
+    root = prepare(tmp_path / "clips", n_train=8, n_val=4, n_frames=8, size=32)
+    backbone = {"class_path": "hydra_dense.backbones.VideoViT", "init_args": {
+        "size": None, "embed_dim": 32, "depth": 2, "num_heads": 2, "patch_size": 8, "num_frames": 8, "img_size": 32}}
+    data = {"class_path": "hydra_dense.data.VideoDataModule", "init_args": {
+        "root": str(root), "num_classes": 4, "num_frames": 8, "frame_stride": 1, "size": 32, "short_side": 32,
+        "batch_size": 4, "val_batch_size": 4, "num_workers": 0}}
+    cfg, conv = tmp_path / "cfg.yaml", tmp_path / "convert.yaml"
+    cfg.write_text(yaml.safe_dump({"seed_everything": 0, "trainer": TRAINER, "data": data, "model": {
+        "class_path": "hydra_dense.tasks.VideoClassificationTask",
+        "init_args": {"backbone": backbone, "num_classes": 4, "warmup_steps": 1}}}))
+    conv.write_text(yaml.safe_dump({
+        "trainer": {"accelerator": "cpu", "enable_progress_bar": False, "num_sanity_val_steps": 0},
+        "model": {"class_path": "hydra_dense.convert.ConversionTask",
+                  "init_args": {"backbone": backbone, "lr": 3e-3, "warmup_steps": 1}},
+        "data": data}))
+    args = ["--config", str(cfg), "--pretrained", "none", "--convert-config", str(conv), "--convert-steps", "2",
+            "--speed-size", "0", "--speed-repeats", "2"]
+    with pytest.raises(ValueError, match="list msa first in --plans"):
+        compare_main([*args, "--plans", "hydra,hydra@converted", "--out", str(tmp_path / "bad")])
+    assert compare_main([*args, "--plans", "msa,hydra+dwc3@converted", "--out", str(tmp_path / "out")]) == 0
+    (checkpoint,) = (tmp_path / "cache" / "converted").glob("*/converted.pth")
+    meta = torch.load(checkpoint, map_location="cpu", weights_only=True)["hydra_dense"]
+    assert meta["source"] == str(tmp_path / "out" / "msa" / "seed0" / "final_weights.pt")
+    row = list(csv.DictReader((tmp_path / "out" / "table.csv").open()))[1]
+    assert row["plan"] == "hydra+dwc3@converted" and row["attention"] == "hydra+dwc3 x2"
+    assert "8 train / 4 val clips" in row["convert_data"] and "labels unused" in row["convert_data"]
+    # the converted recipe's task head starts from the MSA run's: the features it was converted to imitate
+    from hydra_dense.compare.worker import load_task_head
+
+    request = json.loads((tmp_path / "out" / "hydra+dwc3@converted" / "seed0" / "request.json").read_text())
+    assert request["head_from"] == meta["source"]
+    msa = torch.load(meta["source"], map_location="cpu", weights_only=True)
+    model = torch.nn.Module()
+    model.backbone = torch.nn.Linear(2, 2)
+    model.fc_norm, model.head = torch.nn.LayerNorm(32), torch.nn.Sequential(torch.nn.Dropout(), torch.nn.Linear(32, 4))
+    assert sorted(load_task_head(model, meta["source"])) == ["fc_norm.bias", "fc_norm.weight", "head.1.bias",
+                                                             "head.1.weight"]
+    assert torch.equal(model.head[1].weight, msa["head.1.weight"])
+    model.extra = torch.nn.Linear(2, 2)
+    with pytest.raises(KeyError, match="lack extra.weight"):
+        load_task_head(model, meta["source"])

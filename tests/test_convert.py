@@ -199,3 +199,52 @@ def test_task_training_split_as_images_through_the_cli(msa_source, tmp_path):
     ok(train("fit", cfg, tmp_path / "run", "--data.init_args.root=null", f"--data.init_args.task_config={task}"))
     table = out.with_name("out_errors.md").read_text()
     assert f"task {task} (train split, labels unused): 6 train / 2 val images" in table
+
+
+def moving_square_clips(n: int, frames: int = 4, size: int = 16, seed: int = 0) -> torch.Tensor:
+    """``(n, 3, frames, size, size)`` clips: a bright square moving one way over a noisy gradient."""
+    g = torch.Generator().manual_seed(seed)
+    clips = torch.linspace(-1, 1, size).expand(size, size).repeat(n, 3, frames, 1, 1).clone()
+    clips += 0.1 * torch.randn(clips.shape, generator=g)
+    for i in range(n):
+        y, x = torch.randint(0, size - 6, (2,), generator=g).tolist()
+        dy, dx = torch.randint(-1, 2, (2,), generator=g).tolist()
+        for t in range(frames):
+            yy, xx = min(max(y + dy * t, 0), size - 4), min(max(x + dx * t, 0), size - 4)
+            clips[i, :, t, yy:yy + 4, xx:xx + 4] = 2.0
+    return clips
+
+
+def test_video_vit_conversion_lowers_the_error_and_loads_strictly(tmp_path):
+    """A joint VideoViT converts like an image ViT: its blocks see the (t, h, w) grid, the local
+    branch is a 3x3x3 conv, and the task weights' ``backbone.`` prefix is dropped on reading."""
+    from torch.utils.data import TensorDataset
+
+    from hydra_dense.backbones import VideoViT
+
+    video = dict(size=None, embed_dim=32, depth=2, num_heads=2, patch_size=4, tubelet_size=2, num_frames=4,
+                 img_size=16)
+    torch.manual_seed(0)
+    source = tmp_path / "video_task.pt"  # what a trained video task saves: backbone.* + its head
+    torch.save({**{f"backbone.{k}": v for k, v in VideoViT(**video, plan="msa").state_dict().items()},
+                "head.1.weight": torch.zeros(4, 32)}, source)
+    out = tmp_path / "video_converted.pth"
+    plan = {"default": "hydra", "local": "dwc3"}
+    task = ConversionTask(VideoViT(**video, plan=plan), source=str(source), output=str(out), lr=3e-3,
+                          warmup_steps=2)
+    teacher = copy.deepcopy(task._teacher.state_dict())
+    dm = L.LightningDataModule.from_datasets(TensorDataset(moving_square_clips(16)),
+                                             TensorDataset(moving_square_clips(8, seed=1)), batch_size=4)
+    trainer = L.Trainer(max_steps=30, accelerator="cpu", logger=False, enable_checkpointing=False,
+                        enable_progress_bar=False, num_sanity_val_steps=0, enable_model_summary=False)
+    trainer.fit(task, dm)
+    before, after = task.error_before, task.error_after
+    assert torch.isfinite(before).all() and (after < 0.7 * before).all(), (before, after)
+    assert all(torch.equal(v, task._teacher.state_dict()[k]) for k, v in teacher.items()), "teacher changed"
+    assert task.backbone.blocks[0].attn.local.conv.weight.dim() == 5  # (D, 1, 3, 3, 3) over (t, h, w)
+    same = VideoViT(**video, plan=plan)
+    load_pretrained(same, out, strict=True)
+    clips = moving_square_clips(2, seed=2)
+    torch.testing.assert_close(same(clips), task.backbone.eval()(clips))
+    with pytest.raises(ValueError, match="layout: joint"):
+        ConversionTask(VideoViT(**video, plan=plan, layout="divided"), source=str(source), output=str(out))

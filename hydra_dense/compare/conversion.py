@@ -16,9 +16,17 @@ import yaml
 from ..data.sources import cache_dir
 from .inputs import repo_root
 
-__all__ = ["converted_checkpoint", "task_backbone_config", "DEFAULT_CONVERT_CONFIG"]
+__all__ = ["converted_checkpoint", "task_backbone_config", "default_convert_config", "DEFAULT_CONVERT_CONFIG",
+           "VIDEO_CONVERT_CONFIG"]
 
 DEFAULT_CONVERT_CONFIG = "configs/convert/dinov2_s14_hydra_dwc3.yaml"
+VIDEO_CONVERT_CONFIG = "configs/convert/video_demo_hydra_dwc3.yaml"
+
+
+def default_convert_config(backbone_cfg: dict) -> str:
+    """The conversion config (its data and schedule) for a task backbone: the video demo's clips
+    for a VideoViT, the natural images for an image ViT."""
+    return VIDEO_CONVERT_CONFIG if backbone_cfg["class_path"].endswith("VideoViT") else DEFAULT_CONVERT_CONFIG
 
 
 def _file_digest(path: Path) -> str:
@@ -72,13 +80,14 @@ def task_backbone_config(config: Path, overrides: list[str]) -> dict:
     return out
 
 
-def converted_checkpoint(backbone_cfg: dict, plan: dict, source: str, convert_config: str, steps: int,
+def converted_checkpoint(backbone_cfg: dict, plan: dict, source: str, convert_config: str, steps: Optional[int],
                          extra: Optional[list[str]] = None, out_root: Optional[Path] = None) -> tuple[Path, dict]:
     """``(checkpoint, info)`` of ``source`` converted into ``backbone_cfg`` with ``plan``.
 
-    ``info``: ``minutes`` (wall time of the conversion that made it), ``steps``, ``data`` (the
-    images it used), ``error_before`` / ``error_after`` (mean per-block relative error on held-out
-    images), ``table`` (the per-block Markdown table) and ``cached`` (reused, not run now).
+    ``steps``: None = the conversion config's ``trainer.max_steps``. ``info``: ``minutes`` (wall time
+    of the conversion that made it), ``steps``, ``data`` (the images or clips it used),
+    ``error_before`` / ``error_after`` (mean per-block relative error on held-out inputs), ``table``
+    (the per-block Markdown table) and ``cached`` (reused, not run now).
     """
     extra = list(extra or [])
     conv_cfg = Path(convert_config)
@@ -89,8 +98,14 @@ def converted_checkpoint(backbone_cfg: dict, plan: dict, source: str, convert_co
     backbone = json.loads(json.dumps(backbone_cfg))
     args = backbone.setdefault("init_args", {})
     args["plan"] = plan
-    args["pretrained"] = None
+    for start in ("pretrained", "pretrained_image"):  # the conversion's source replaces them
+        if start in args:
+            args[start] = None
     text = conv_cfg.read_text()
+    if not steps:
+        steps = ((yaml.safe_load(text) or {}).get("trainer") or {}).get("max_steps")
+        if not steps:
+            raise ValueError(f"{conv_cfg}: no trainer.max_steps; give the conversion's steps (--convert-steps)")
     key_src = json.dumps(dict(source=_file_digest(Path(source)), backbone=backbone, config=text, steps=steps,
                               extra=extra, data=_data_fingerprint(text, extra)), sort_keys=True)
     key = hashlib.sha1(key_src.encode()).hexdigest()[:16]

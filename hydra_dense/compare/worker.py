@@ -2,7 +2,8 @@
 own: ``python -m hydra_dense.compare.worker <run_dir>/request.json`` writes ``<run_dir>/result.json``.
 
 The request holds the task config, the CLI overrides, the recipe's plan (or backbone YAML), the
-seed, and the weights to start from (the pretrained MSA weights, or a converted checkpoint).
+seed, and the weights to start from (the pretrained MSA weights, or a converted checkpoint; for a
+backbone converted from a trained task model, that model's head too).
 """
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import time
 from pathlib import Path
 from typing import Optional
 
-__all__ = ["run_one", "request_overrides"]
+__all__ = ["run_one", "request_overrides", "load_task_head"]
 
 
 def _status_mb(field: str) -> float:
@@ -45,6 +46,21 @@ def request_overrides(req: dict) -> list[str]:
     return ov
 
 
+def load_task_head(model, path: str) -> list[str]:
+    """Load every non-backbone tensor (head, norms, decoder) of the task weights at ``path`` into
+    ``model``; the backbone is left as it is. Returns the loaded names; raises naming what is missing."""
+    import torch
+
+    state = torch.load(path, map_location="cpu", weights_only=True)
+    head = {k: v for k, v in state.items() if not k.startswith("backbone.")}
+    wanted = [k for k in model.state_dict() if not k.startswith("backbone.")]
+    missing = [k for k in wanted if k not in head]
+    if missing:
+        raise KeyError(f"{path}: the task weights lack {', '.join(missing[:6])}; they are not this task's model")
+    model.load_state_dict({k: head[k] for k in wanted}, strict=False)
+    return wanted
+
+
 def run_one(req: dict, run_dir: Path) -> dict:
     """Train, validate and measure one recipe/seed as ``req`` says; returns (and writes) the result."""
     import torch
@@ -55,6 +71,8 @@ def run_one(req: dict, run_dir: Path) -> dict:
 
     cli, model, dm, trainer = build_run(Path(req["config"]), request_overrides(req), run_dir,
                                         req.get("plan_name"), weights=req.get("converted"), strict_weights=True)
+    if req.get("head_from"):  # converted from a trained task model: its head fits the converted features
+        load_task_head(model, req["head_from"])
     clock = TrainClock()
     trainer.callbacks.append(clock)
     _reset_peak_rss()

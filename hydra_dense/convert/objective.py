@@ -5,7 +5,8 @@ stream. The teacher (the MSA model) is run once; its per-block branch inputs ``n
 outputs are recorded. Each converted student block then runs its own attention on the *teacher's*
 input, so every block learns independently of the errors of the blocks before it (Hedgehog /
 LoLCATs' layer-wise attention transfer). The error is measured after LayerScale: what actually
-reaches the residual stream.
+reaches the residual stream. The same holds for a joint space-time :class:`~hydra_dense.backbones.VideoViT`
+on clips ``(B, 3, T, H, W)``: its blocks are the same, over a ``(t, h, w)`` token grid.
 """
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ import torch
 from torch import nn
 
 from ..attention import TokenLayout
+from ..backbones.video_vit import VideoViT
 
 __all__ = ["TeacherTrace", "trace_teacher", "student_branch_outputs", "squared_error_sums", "final_tokens"]
 
@@ -32,23 +34,30 @@ class TeacherTrace:
 
 
 @torch.no_grad()
-def trace_teacher(teacher: nn.Module, images: torch.Tensor, blocks: Sequence[int],
+def trace_teacher(teacher: nn.Module, inputs: torch.Tensor, blocks: Sequence[int],
                   pad_mask: Optional[torch.Tensor] = None) -> TeacherTrace:
-    """Run ``teacher`` (a :class:`~hydra_dense.backbones.ViT`) on ``images`` ``(B, 3, H, W)`` and record
-    the attention branch of every block in ``blocks``."""
-    inputs: dict[int, torch.Tensor] = {}
+    """Run ``teacher`` (a :class:`~hydra_dense.backbones.ViT` on images ``(B, 3, H, W)`` or a joint
+    :class:`~hydra_dense.backbones.VideoViT` on clips ``(B, 3, T, H, W)``) and record the attention
+    branch of every block in ``blocks``."""
+    branch_in: dict[int, torch.Tensor] = {}
     outputs: dict[int, torch.Tensor] = {}
+    layouts: list[TokenLayout] = []
+
+    def record_input(i: int, args: tuple) -> None:
+        branch_in[i] = args[0]
+        layouts.append(args[1])  # every block sees the same layout: (tokens, layout) is the call
+
     handles = []
     for i in blocks:
         blk = teacher.blocks[i]
-        handles.append(blk.attn.register_forward_pre_hook(lambda _m, args, i=i: inputs.__setitem__(i, args[0])))
+        handles.append(blk.attn.register_forward_pre_hook(lambda _m, args, i=i: record_input(i, args)))
         handles.append(blk.ls1.register_forward_hook(lambda _m, _a, out, i=i: outputs.__setitem__(i, out)))
     try:
-        outs, layout = teacher.forward_tokens(images, pad_mask)
+        final = final_tokens(teacher, inputs, pad_mask)
     finally:
         for h in handles:
             h.remove()
-    return TeacherTrace(inputs, outputs, layout, teacher.norm(outs[-1]))
+    return TeacherTrace(branch_in, outputs, layouts[0], final)
 
 
 def student_branch_outputs(student: nn.Module, trace: TeacherTrace, blocks: Sequence[int]) -> dict[int, torch.Tensor]:
@@ -56,9 +65,11 @@ def student_branch_outputs(student: nn.Module, trace: TeacherTrace, blocks: Sequ
     return {i: student.blocks[i].ls1(student.blocks[i].attn(trace.inputs[i], trace.layout)) for i in blocks}
 
 
-def final_tokens(vit: nn.Module, images: torch.Tensor, pad_mask: Optional[torch.Tensor] = None) -> torch.Tensor:
-    """The final normed tokens ``(B, N, D)`` of ``vit``'s own stream."""
-    outs, _ = vit.forward_tokens(images, pad_mask)
+def final_tokens(vit: nn.Module, inputs: torch.Tensor, pad_mask: Optional[torch.Tensor] = None) -> torch.Tensor:
+    """The final normed tokens ``(B, N, D)`` of ``vit``'s own stream (images or, for a VideoViT, clips)."""
+    if isinstance(vit, VideoViT):
+        return vit.forward_tokens(inputs)[0]
+    outs, _ = vit.forward_tokens(inputs, pad_mask)
     return vit.norm(outs[-1])
 
 

@@ -1,5 +1,5 @@
 """MSA -> Hydra conversion as a LightningModule: the converted blocks learn to reproduce the frozen
-softmax blocks on unlabeled images, before any task fine-tuning.
+softmax blocks on unlabeled images (or clips, for a video ViT), before any task fine-tuning.
 
 Run by the same CLI as the tasks (DDP, atomic periodic checkpoints, ``--ckpt_path last``, the NaN
 guard)::
@@ -23,6 +23,7 @@ from tqdm import tqdm
 
 from ..attention import AttentionPlan
 from ..backbones.checkpoint import CheckpointError, adapt_vit_state_dict, is_plan_added, load_pretrained, read_state_dict
+from ..data.unlabeled import UnlabeledImageDataModule
 from ..tasks.optim import warmup_schedule
 from .export import write_converted
 from .objective import final_tokens, squared_error_sums, student_branch_outputs, trace_teacher
@@ -71,8 +72,10 @@ class ConversionTask(L.LightningModule):
 
     Args:
         backbone: the target :class:`~hydra_dense.backbones.ViT` (its plan: all-Hydra, hybrid,
-            with or without ``local`` mixing); its weights come from ``source``.
-        source: timm-format MSA checkpoint, or ``dinov2-vits14``.
+            with or without ``local`` mixing), or a joint :class:`~hydra_dense.backbones.VideoViT`;
+            its weights come from ``source``.
+        source: timm-format MSA checkpoint (for a VideoViT: a trained MSA VideoViT's, e.g. a video
+            task's weights, whose ``backbone.`` prefix is dropped), or ``dinov2-vits14``.
         teacher_plan: the plan the source was trained with (softmax: ``msa``).
         output: the converted checkpoint to write (default ``<log dir>/converted.pth``); the error
             table goes next to it (``<stem>_errors.md`` / ``.csv``).
@@ -100,7 +103,11 @@ class ConversionTask(L.LightningModule):
         super().__init__()
         self.save_hyperparameters(ignore=["backbone"])
         if not hasattr(backbone, "forward_tokens") or not hasattr(backbone, "set_plan"):
-            raise ValueError("model.backbone: conversion needs an image ViT (hydra_dense.backbones.ViT)")
+            raise ValueError("model.backbone: conversion needs a hydra_dense ViT (hydra_dense.backbones.ViT, or "
+                             "VideoViT with layout: joint)")
+        if getattr(backbone, "layout", "joint") != "joint":
+            raise ValueError(f"model.backbone: conversion of a VideoViT needs layout: joint (one attention over "
+                             f"all tokens), got layout: {backbone.layout}")
         path = resolve_source(source)
         sd = read_state_dict(path)
         _check_source(sd, backbone, str(path))
@@ -140,7 +147,7 @@ class ConversionTask(L.LightningModule):
         return self
 
     def forward(self, images: torch.Tensor) -> torch.Tensor:
-        """Images ``(B, 3, H, W)`` -> the student's final normed tokens ``(B, N, D)``."""
+        """Images ``(B, 3, H, W)`` (clips ``(B, 3, T, H, W)``) -> the student's final normed tokens ``(B, N, D)``."""
         return final_tokens(self.backbone, images)
 
     # ---- objective -------------------------------------------------------------------------
@@ -223,7 +230,10 @@ class ConversionTask(L.LightningModule):
             out = Path(self.hparams.output).expanduser() if self.hparams.output else \
                 Path(self.trainer.log_dir or self.trainer.default_root_dir) / "converted.pth"
             dm = self.trainer.datamodule
-            written = write_converted(self, out, data=dm.describe() if hasattr(dm, "describe") else type(dm).__name__)
+            data = dm.describe() if hasattr(dm, "describe") else type(dm).__name__
+            if not isinstance(dm, UnlabeledImageDataModule):  # a task's data module: its inputs only
+                data += " (a task's data module, labels unused)"
+            written = write_converted(self, out, data=data)
             print("\n" + written.table + f"\nwritten: {written.checkpoint}\n         {written.markdown}\n"
                   f"         {written.csv}", flush=True)
 

@@ -357,5 +357,12 @@ class VideoDataModule(SplitDataModule):
         if "test" not in self.datasets and stage in (None, "test", "predict"):
             self.datasets["test"] = self._dataset(h.test_split or h.val_split, False, h.num_clips, h.num_crops)
 
+    def describe(self) -> str:
+        """One line for tables: where the clips come from and how many."""
+        h = self.hparams
+        self.setup("fit")
+        return (f"{self.root} ({h.layout}): {len(self.datasets['train'])} train / {len(self.datasets['val'])} val "
+                f"clips, {h.num_frames} frames at {h.size}px")
+
     def collate_fn(self):
         return collate_clips
