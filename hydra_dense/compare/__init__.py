@@ -105,7 +105,7 @@ def run_comparison(args: argparse.Namespace, overrides: list[str]) -> list[dict]
     together, and write the report. Returns the per-recipe rows."""
     import torch
 
-    from .inputs import build_run, prepare_default_data, pretrained_weights
+    from .inputs import build_run, prepare_default_data, pretrained_weights, uses_pretrained
     from .recipes import parse_recipes
     from .report import aggregate, write_report
     from .speed import measure_speed
@@ -160,8 +160,9 @@ def run_comparison(args: argparse.Namespace, overrides: list[str]) -> list[dict]
     for row in rows:
         row.update(speed[row["plan"]])
     gpu = f"CUDA {torch.cuda.get_device_name()}" if torch.cuda.is_available() else "no GPU"
+    start = weights if weights and uses_pretrained(config) else None  # video / mm configs train from scratch
     header = (f"hydra_dense comparison: {config} | seeds {','.join(map(str, seeds))} | {os.cpu_count()} CPU cores, "
-              f"{gpu} | pretrained: {weights or 'none'}")
+              f"{gpu} | pretrained: {start or 'none'}")
     legend = (f"score = {rows[0]['metric']} (%) on the validation split, mean ± sample std over the seeds (scores: "
               f"each seed); score2 = {rows[0]['metric2']} (%); train_img_s = training images/s (batches only); "
               f"infer_img_s = inference images/s at the evaluation size ({small}); infer_img_s_big / speedup_big = "
@@ -171,7 +172,7 @@ def run_comparison(args: argparse.Namespace, overrides: list[str]) -> list[dict]
               f"forward GFLOPs per image at the training crop; convert_* = the one-time MSA -> plan conversion "
               f"(minutes of wall time, mean per-block relative error before -> after on held-out inputs, its "
               f"data).")
-    summary = dict(config=str(config), seeds=seeds, pretrained=weights, overrides=overrides,
+    summary = dict(config=str(config), seeds=seeds, pretrained=start, overrides=overrides,
                    conversions={k: v[1] for k, v in conversions.items()})
     text = write_report(rows, runs, out, header, legend, big, summary)
     print("\n" + text)
