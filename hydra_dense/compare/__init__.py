@@ -31,9 +31,12 @@ __all__ = ["main", "run_comparison", "parse_args", "DEMO_CONFIG"]
 
 DEMO_CONFIG = "configs/segmentation/demo_digits.yaml"
 DEFAULT_PLANS = "msa,hybrid2,hydra"
-# the segmentation demo (real DINOv2 weights) also shows the recommended Hydra recipe: converted
-# with 7x7 local mixing; other configs have no convertible MSA-pretrained image backbone by default
+# the demos also show their recommended Hydra recipe: on segmentation the real DINOv2 weights
+# converted with 7x7 local mixing, on video the comparison's own MSA run converted; other configs
+# have no convertible MSA backbone by default
 DEMO_PLANS = DEFAULT_PLANS + ",hydra+dwc7@converted"
+VIDEO_DEMO_CONFIG = "configs/video/demo_moving_digits.yaml"
+VIDEO_DEMO_PLANS = DEFAULT_PLANS + ",hydra@converted"
 
 
 def _run_key(req: dict, config: Path) -> str:
@@ -68,18 +71,18 @@ def _run_or_reuse(req: dict, run_dir: Path, config: Path, rerun: bool) -> dict:
     return _train_in_subprocess(req, run_dir)
 
 
-def _conversion_source(recipes, runs: dict, config: Path, weights: Optional[str]) -> str:
-    """The MSA weights ``@converted`` recipes start from: the pretrained image weights, or, for a
-    task trained from scratch (the video demo), the comparison's own ``msa`` run (first seed)."""
+def _pretrained_source(recipes, config: Path, weights: Optional[str]) -> Optional[str]:
+    """The MSA weights ``@converted`` recipes start from: the pretrained image weights, or None when
+    the task trains from scratch (the video demo): then the comparison's own ``msa`` run (first
+    seed) is converted, and it must be the first recipe. Raises before anything trains."""
     from .inputs import uses_pretrained
 
     if weights and uses_pretrained(config):
         return weights
-    ref = recipes[0]
-    if ref.plan_name != "msa" or ref.name not in runs:
+    if recipes[0].plan_name != "msa" or recipes[0].converted:
         raise ValueError(f"@converted recipes of {config} (no pretrained image weights) convert the comparison's own "
-                         f"trained MSA model: list msa first in --plans (got {ref.name!r})")
-    return runs[ref.name][0]["weights"]
+                         f"trained MSA model: list msa first in --plans (got {recipes[0].name!r})")
+    return None
 
 
 def _conversions(recipes, args, config: Path, overrides: list[str], source: str) -> dict:
@@ -119,6 +122,8 @@ def run_comparison(args: argparse.Namespace, overrides: list[str]) -> list[dict]
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     weights = pretrained_weights(args.pretrained)
+    converting = any(r.converted for r in recipes)
+    pretrained_source = _pretrained_source(recipes, config, weights) if converting else None
 
     def train_seeds(recipe, converted=None, head_from=None) -> list[dict]:
         runs = []
@@ -135,11 +140,10 @@ def run_comparison(args: argparse.Namespace, overrides: list[str]) -> list[dict]
     # recipes trained from the given weights first: a converted recipe may convert one of them (msa)
     by_recipe = {r.name: train_seeds(r) for r in recipes if not r.converted}
     conversions = {}
-    if any(r.converted for r in recipes):
-        source = _conversion_source(recipes, by_recipe, config, weights)
-        conversions = _conversions(recipes, args, config, overrides, source)
+    if converting:
         # a trained task model as the source: its head comes along (it fits the features conversion imitates)
-        head_from = source if source != weights else None
+        head_from = None if pretrained_source else by_recipe[recipes[0].name][0]["weights"]
+        conversions = _conversions(recipes, args, config, overrides, pretrained_source or head_from)
         by_recipe.update({r.name: train_seeds(r, conversions[r.name], head_from) for r in recipes if r.converted})
     runs = [run for r in recipes for run in by_recipe[r.name]]
 
@@ -188,7 +192,8 @@ def parse_args(argv: Optional[list[str]] = None) -> tuple[argparse.Namespace, li
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--config", default=str(repo_root() / DEMO_CONFIG))
     p.add_argument("--plans", help=f"recipes to compare, the first is the reference (see --list-plans); default "
-                                   f"{DEMO_PLANS} for the segmentation demo, {DEFAULT_PLANS} for other configs")
+                                   f"{DEMO_PLANS} for the segmentation demo, {VIDEO_DEMO_PLANS} for the video "
+                                   f"demo, {DEFAULT_PLANS} for other configs")
     p.add_argument("--list-plans", action="store_true", help="print every accepted plan name, one per line")
     p.add_argument("--backbones", help="comma-separated backbone YAMLs instead of --plans")
     p.add_argument("--pretrained", default="auto", help="auto (DINOv2 ViT-S/14 if available), none, or a path")
@@ -216,8 +221,15 @@ def parse_args(argv: Optional[list[str]] = None) -> tuple[argparse.Namespace, li
             break
     args, overrides = p.parse_known_args(argv)
     if args.plans is None:
-        demo = Path(args.config).resolve() == (repo_root() / DEMO_CONFIG).resolve()
-        args.plans = DEMO_PLANS if demo and not args.backbones and args.pretrained != "none" else DEFAULT_PLANS
+        config = Path(args.config).resolve()
+        if args.backbones:
+            args.plans = DEFAULT_PLANS
+        elif config == (repo_root() / VIDEO_DEMO_CONFIG).resolve():
+            args.plans = VIDEO_DEMO_PLANS
+        elif config == (repo_root() / DEMO_CONFIG).resolve() and args.pretrained != "none":
+            args.plans = DEMO_PLANS
+        else:
+            args.plans = DEFAULT_PLANS
     return args, overrides
 
 
