@@ -71,18 +71,13 @@ def _run_or_reuse(req: dict, run_dir: Path, config: Path, rerun: bool) -> dict:
     return _train_in_subprocess(req, run_dir)
 
 
-def _pretrained_source(recipes, config: Path, weights: Optional[str]) -> Optional[str]:
-    """The MSA weights ``@converted`` recipes start from: the pretrained image weights, or None when
-    the task trains from scratch (the video demo): then the comparison's own ``msa`` run (first
-    seed) is converted, and it must be the first recipe. Raises before anything trains."""
-    from .inputs import uses_pretrained
-
-    if weights and uses_pretrained(config):
-        return weights
+def _check_conversion_teacher(recipes, config: Path) -> None:
+    """A task trained from scratch (the video demo) has no MSA weights to convert: its ``@converted``
+    recipes convert the comparison's own ``msa`` run (first seed), which must be the first recipe.
+    Raises before anything trains."""
     if recipes[0].plan_name != "msa" or recipes[0].converted:
         raise ValueError(f"@converted recipes of {config} (no pretrained image weights) convert the comparison's own "
                          f"trained MSA model: list msa first in --plans (got {recipes[0].name!r})")
-    return None
 
 
 def _conversions(recipes, args, config: Path, overrides: list[str], source: str) -> dict:
@@ -122,8 +117,10 @@ def run_comparison(args: argparse.Namespace, overrides: list[str]) -> list[dict]
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     weights = pretrained_weights(args.pretrained)
+    start = weights if weights and uses_pretrained(config) else None  # video / mm configs train from scratch
     converting = any(r.converted for r in recipes)
-    pretrained_source = _pretrained_source(recipes, config, weights) if converting else None
+    if converting and start is None:
+        _check_conversion_teacher(recipes, config)
 
     def train_seeds(recipe, converted=None, head_from=None) -> list[dict]:
         runs = []
@@ -142,8 +139,8 @@ def run_comparison(args: argparse.Namespace, overrides: list[str]) -> list[dict]
     conversions = {}
     if converting:
         # a trained task model as the source: its head comes along (it fits the features conversion imitates)
-        head_from = None if pretrained_source else by_recipe[recipes[0].name][0]["weights"]
-        conversions = _conversions(recipes, args, config, overrides, pretrained_source or head_from)
+        head_from = None if start else by_recipe[recipes[0].name][0]["weights"]
+        conversions = _conversions(recipes, args, config, overrides, start or head_from)
         by_recipe.update({r.name: train_seeds(r, conversions[r.name], head_from) for r in recipes if r.converted})
     runs = [run for r in recipes for run in by_recipe[r.name]]
 
@@ -164,7 +161,6 @@ def run_comparison(args: argparse.Namespace, overrides: list[str]) -> list[dict]
     for row in rows:
         row.update(speed[row["plan"]])
     gpu = f"CUDA {torch.cuda.get_device_name()}" if torch.cuda.is_available() else "no GPU"
-    start = weights if weights and uses_pretrained(config) else None  # video / mm configs train from scratch
     header = (f"hydra_dense comparison: {config} | seeds {','.join(map(str, seeds))} | {os.cpu_count()} CPU cores, "
               f"{gpu} | pretrained: {start or 'none'}")
     legend = (f"score = {rows[0]['metric']} (%) on the validation split, mean ± sample std over the seeds (scores: "

@@ -76,7 +76,8 @@ def write_converted(task, out: Path, data: str = "") -> ConvertedFiles:
     rows = error_rows(task.teacher_labels, task.student_labels, before, after)
     cols = ["block", "teacher", "student", "error_before", "error_after", "reduction"]
     head = (f"Per-block relative error ||student - teacher|| / ||teacher|| of the attention branch (after "
-            f"LayerScale) on the held-out split (images or clips); {task.global_step} steps; source {task.source_path}; data: {data}")
+            f"LayerScale) on the held-out split (images or clips); {task.global_step} steps; source "
+            f"{task.source_path}; data: {data}")
     lines = [head, "", "| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
     for r in rows:
         if r["converted"] or depth <= 24:
