@@ -110,14 +110,26 @@ def test_autocast_module_runs_in_bf16():
     torch.testing.assert_close(y.float(), attn(x), rtol=0.05, atol=0.05)
 
 
+def _fused(q, k, v, mask=None):
+    """``impl="fused"``, failing the test if compilation failed and the eager path ran instead
+    (the op falls back with a warning and sets ``_compile_failed``)."""
+    import hydra_dense.attention.ops as ops
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        out = hydra_attention(q, k, v, mask, impl="fused")
+    assert not ops._compile_failed and "hydra" in ops._compiled, "the fused (compiled) path did not run"
+    return out
+
+
 def test_fused_equals_eager_fp32_with_mask_and_grads():
     torch.manual_seed(0)
     q, k, v = (torch.randn(2, 64, 32, requires_grad=True) for _ in range(3))
     mask = torch.zeros(2, 64, dtype=torch.bool)
     mask[1, 40:] = True
     outs, grads = [], []
-    for impl in ("eager", "fused"):
-        out = hydra_attention(q, k, v, mask, impl=impl)
+    for run in (lambda: hydra_attention(q, k, v, mask, impl="eager"), lambda: _fused(q, k, v, mask)):
+        out = run()
         outs.append(out)
         grads.append(torch.autograd.grad((out * torch.linspace(-1, 1, 32)).sum(), (q, k, v)))
     torch.testing.assert_close(outs[1], outs[0], rtol=1e-5, atol=1e-6)
@@ -129,7 +141,7 @@ def test_fused_equals_eager_fp32_with_mask_and_grads():
 def test_fused_equals_eager_low_precision(dtype):
     torch.manual_seed(1)
     q, k, v = (torch.randn(2, 128, 32, dtype=dtype) for _ in range(3))
-    torch.testing.assert_close(hydra_attention(q, k, v, impl="fused").float(),
+    torch.testing.assert_close(_fused(q, k, v).float(),
                                hydra_attention(q, k, v, impl="eager").float(), rtol=1e-2, atol=1e-2)
 
 

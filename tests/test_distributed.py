@@ -5,7 +5,7 @@ validation sets have 5 samples so the two ranks get 3 and 2 (no sample repeated 
 """
 import json
 import signal
-import time
+import subprocess
 
 import pytest
 import torch
@@ -90,7 +90,6 @@ def test_torchrun_launch_equals_lightning_launch(tmp_path):
     """The README's torchrun route (Lightning reads the torchelastic environment) trains the same
     model as Lightning's own launcher: identical final weights."""
     import os
-    import subprocess
     import sys
 
     cfg = write_config("segmentation", tmp_path)
@@ -109,17 +108,17 @@ def test_torchrun_launch_equals_lightning_launch(tmp_path):
 def test_a_failing_rank_ends_the_whole_job(task, rank, tmp_path):
     """One rank raises mid-training: the job exits non-zero within a bounded time, no hang."""
     cfg = write_config(task, tmp_path, steps=40)
-    t0 = time.time()
     fail = f'--trainer.callbacks+={{"class_path":"tests.crash_callbacks.RaiseAt","init_args":{{"step":3,"rank":{rank}}}}}'
-    proc = train("fit", cfg, tmp_path / "run", fail, procs=2, timeout=240)
+    try:
+        proc = train("fit", cfg, tmp_path / "run", fail, procs=2, timeout=240)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"rank {rank} failed but the job was still running after 240 s: the other rank hangs")
     assert proc.returncode != 0
     assert f"injected failure on rank {rank}" in proc.stdout + proc.stderr
-    assert time.time() - t0 < 240
 
 
 def test_scaling_tool_measures_one_and_two_processes(tmp_path):
     """tools/scaling.py end to end on tiny data, and the ring all-reduce formula by hand."""
-    import subprocess
     import sys
 
     from hydra_dense.bench.scaling import allreduce_seconds
