@@ -22,11 +22,11 @@ from datetime import timedelta
 from typing import Any, Optional
 
 import lightning as L
-from lightning.pytorch.callbacks import Callback, ModelCheckpoint
+from lightning.pytorch.callbacks import Callback
 from lightning.pytorch.cli import LightningCLI
 from lightning.pytorch.utilities import rank_zero_info
 
-from .runtime import (AtomicCheckpointIO, NonFiniteLossGuard, RNGStateCheckpoint, StepBoundaryRequeue,
+from .runtime import (AtomicCheckpointIO, NonFiniteLossGuard, PeriodicLastCheckpoint, RNGStateCheckpoint, StepBoundaryRequeue,
                       check_checkpoint_matches, find_resume_checkpoint, remove_stale_temporaries)
 
 SPECIAL_CKPT = ("best", "hpc", "registry")
@@ -60,8 +60,8 @@ class HydraDenseCLI(LightningCLI):
         every_steps = self._get(self.config, "checkpoint_every_n_steps")
         every_min = self._get(self.config, "checkpoint_every_minutes")
         if config.get("enable_checkpointing", True) is not False and (every_steps or every_min):
-            callbacks.append(ModelCheckpoint(
-                save_last=True, save_top_k=0, every_n_train_steps=every_steps or None,
+            callbacks.append(PeriodicLastCheckpoint(
+                every_n_train_steps=every_steps or None,
                 train_time_interval=None if every_steps else timedelta(minutes=every_min)))
         plugins = config.get("plugins") or []
         plugins = list(plugins) if isinstance(plugins, (list, tuple)) else [plugins]

@@ -54,23 +54,50 @@ def test_two_processes_metrics_equal_one_process(task, tmp_path):
             [(r["image_id"], r["category_id"]) for r in single]
 
 
-@pytest.mark.parametrize("task", TASKS)
-def test_kill_minus_nine_and_resume_reproduces_the_run(task, tmp_path):
-    """SIGKILL mid-epoch after the step-4 checkpoint, ``--ckpt_path last``: same final weights and
-    metrics as the uninterrupted run (model, optimizer, schedule, epoch position, RNG restored;
-    the tiny models use drop-path, mixup for video, proposal sampling for detection)."""
-    cfg = write_config(task, tmp_path)
-    ok(train("fit", cfg, tmp_path / "full", "--checkpoint_every_n_steps=4"))
-    killed = train("fit", cfg, tmp_path / "crash", "--checkpoint_every_n_steps=4", KILL % 6)
+# (task, steps, checkpoint every, kill after): killed in the middle of the second epoch, and after a
+# checkpoint written at the last batch of the first (train batches per epoch: segmentation 10,
+# detection 6, video 8)
+RESUME_CASES = [pytest.param("segmentation", 16, 4, 13, id="segmentation-mid_epoch"),
+                pytest.param("segmentation", 16, 5, 11, id="segmentation-epoch_end"),
+                pytest.param("detection", 10, 4, 9, id="detection-mid_epoch"),
+                pytest.param("detection", 10, 3, 7, id="detection-epoch_end"),
+                pytest.param("video", 12, 5, 11, id="video-mid_epoch"),
+                pytest.param("video", 12, 4, 9, id="video-epoch_end")]
+WORKERS = "--data.init_args.num_workers=2"  # the shipped configs' value: prefetching workers
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(tmp_path_factory):
+    """The uninterrupted run of each (task, steps), trained once and shared by the resume cases."""
+    done: dict = {}
+
+    def get(task: str, steps: int):
+        if (task, steps) not in done:
+            tmp = tmp_path_factory.mktemp(f"{task}_{steps}")
+            cfg = write_config(task, tmp, steps=steps, val_every=steps // 2)  # the resumed part validates too
+            ok(train("fit", cfg, tmp / "full", "--checkpoint_every_n_steps=4", WORKERS))
+            done[task, steps] = cfg, tmp / "full"
+        return done[task, steps]
+    return get
+
+
+@pytest.mark.parametrize("task,steps,every,kill", RESUME_CASES)
+def test_kill_minus_nine_and_resume_reproduces_the_run(task, steps, every, kill, uninterrupted, tmp_path):
+    """SIGKILL after a checkpoint, ``--ckpt_path last``, with 2 data-loader workers: same final
+    weights and metrics as the uninterrupted run (model, optimizer, schedule, epoch position, RNG
+    restored; the tiny models use drop-path, mixup for video, proposal sampling for detection)."""
+    cfg, full_dir = uninterrupted(task, steps)
+    killed = train("fit", cfg, tmp_path / "crash", f"--checkpoint_every_n_steps={every}", WORKERS, KILL % kill)
     assert killed.returncode == -signal.SIGKILL, killed.stderr[-2000:]
-    assert torch.load(newest_checkpoint(tmp_path / "crash"), weights_only=False)["global_step"] == 4
-    resumed = ok(train("fit", cfg, tmp_path / "crash", "--checkpoint_every_n_steps=4", "--ckpt_path=last"))
+    assert torch.load(newest_checkpoint(tmp_path / "crash"), weights_only=False)["global_step"] == kill - kill % every
+    resumed = ok(train("fit", cfg, tmp_path / "crash", f"--checkpoint_every_n_steps={every}", WORKERS,
+                       "--ckpt_path=last"))
     assert "resuming from" in resumed.stdout + resumed.stderr
-    full, again = weights(newest_checkpoint(tmp_path / "full")), weights(newest_checkpoint(tmp_path / "crash"))
+    full, again = weights(newest_checkpoint(full_dir)), weights(newest_checkpoint(tmp_path / "crash"))
     assert full.keys() == again.keys()
     for k in full:
         assert torch.equal(full[k], again[k]), k
-    _same_metrics(last_val_metrics(tmp_path / "full"), last_val_metrics(tmp_path / "crash"))
+    _same_metrics(last_val_metrics(full_dir), last_val_metrics(tmp_path / "crash"))
 
 
 def test_kill_and_resume_under_ddp(tmp_path):

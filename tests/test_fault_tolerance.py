@@ -132,6 +132,14 @@ def test_kill_during_a_checkpoint_write_keeps_the_previous_one(tmp_path):
     assert not list(done.parent.parent.parent.rglob(".last.ckpt.tmp-*"))  # the stale half-file was removed
 
 
+def test_last_checkpoint_holds_the_final_step_between_periodic_saves(tmp_path):
+    """max_steps 6 with a save every 4 steps: last.ckpt ends at step 6 with the final weights, not at 4."""
+    cfg = write_config("segmentation", tmp_path, steps=6, val_every=3)
+    ok(train("fit", cfg, tmp_path / "run", "--checkpoint_every_n_steps=4"))
+    saved = torch.load(newest_checkpoint(tmp_path / "run"), weights_only=False)
+    assert saved["global_step"] == 6 and saved["loops"]["fit_loop"]["epoch_loop.batch_progress"]["current"]["completed"] == 6
+
+
 def test_slurm_requeue_signal_saves_and_the_requeued_job_resumes(tmp_path):
     """SLURM emulated: job env vars and a fake ``scontrol`` on PATH. SIGUSR1 arrives mid-step; the
     hpc checkpoint is written at the step's end, ``scontrol requeue <job>`` is called, the run stops;

@@ -1,10 +1,11 @@
 """What keeps long multi-process training runs safe: atomic checkpoints, exact resume, NaN guard."""
 from .checkpoint_io import AtomicCheckpointIO
+from .last_checkpoint import PeriodicLastCheckpoint
 from .nonfinite import NonFiniteLossGuard
 from .requeue import StepBoundaryRequeue
 from .resume import (CheckpointMismatchError, check_checkpoint_matches, find_resume_checkpoint,
                      remove_stale_temporaries)
 from .rng_state import RNGStateCheckpoint
 
-__all__ = ["AtomicCheckpointIO", "NonFiniteLossGuard", "RNGStateCheckpoint", "StepBoundaryRequeue", "CheckpointMismatchError",
+__all__ = ["AtomicCheckpointIO", "PeriodicLastCheckpoint", "NonFiniteLossGuard", "RNGStateCheckpoint", "StepBoundaryRequeue", "CheckpointMismatchError",
            "check_checkpoint_matches", "find_resume_checkpoint", "remove_stale_temporaries"]
