@@ -173,7 +173,7 @@ def test_wrong_class_count_fails_before_training(digits, tmp_path):
     task = DetectionTask(tiny_vit(), num_classes=3, detector="faster_rcnn", min_size=64, max_size=64)
     trainer = L.Trainer(max_steps=1, accelerator="cpu", logger=False, enable_checkpointing=False,
                         default_root_dir=tmp_path)
-    with pytest.raises(ValueError, match=r"model.num_classes=3 but the data has 10 categories"):
+    with pytest.raises(ValueError, match=r"model.num_classes=3 but the data \(DetectionDataModule at .*\) has 10 categories"):
         trainer.fit(task, datamodule=digit_dm(digits))
     task = tiny_task("mask_rcnn")
     with pytest.raises(ValueError, match="needs instance masks"):

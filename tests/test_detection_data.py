@@ -88,11 +88,29 @@ def test_coco_errors_name_the_file_and_entry(tmp_path):
     (tmp_path / "broken.json").write_text('{"images": [')
     with pytest.raises(AnnotationError, match=r"broken.json: malformed COCO json"):
         read_coco(tmp_path / "broken.json", tmp_path / "imgs")
-    (tmp_path / "nocats.json").write_text(json.dumps(dict(images=[])))
+    (tmp_path / "nocats.json").write_text(json.dumps(dict(images=[], annotations=[])))
     with pytest.raises(AnnotationError, match=r"nocats.json: missing or invalid 'categories'"):
         read_coco(tmp_path / "nocats.json", tmp_path / "imgs")
     with pytest.raises(FileNotFoundError, match="nothere.json"):
         read_coco(tmp_path / "nothere.json", tmp_path / "imgs")
+
+
+@pytest.mark.parametrize("change, message", [
+    (lambda d: d.pop("annotations"), r"missing or invalid 'annotations'"),
+    (lambda d: d["images"].append(dict(d["images"][0], file_name="again.png")),
+     r"image id 10 appears twice \(a.png and again.png\)"),
+    (lambda d: d["annotations"][0].update(bbox=[10, "5,0", 20, 10]), r"annotation 1 bbox\[1\] is '5,0', not a number"),
+    (lambda d: d["annotations"][0].update(bbox=[10, 5, None, 10]), r"annotation 1 bbox\[2\] is None"),
+    (lambda d: d["images"][1].update(width="wide"), r"image 11 \(b.png\) width is 'wide', not a number"),
+    (lambda d: d["images"][2].update(height=float("nan")), r"image 12 \(empty.png\) height is nan"),
+], ids=["no_annotations", "duplicate_id", "bbox_text", "bbox_null", "width_text", "height_nan"])
+def test_coco_silent_or_bare_failures_become_errors_naming_file_and_entry(change, message, tmp_path):
+    data = json.loads(make_coco(tmp_path).read_text())
+    change(data)
+    path = tmp_path / "changed.json"
+    path.write_text(json.dumps(data))
+    with pytest.raises(AnnotationError, match=r"changed.json: .*" + message):
+        read_coco(path, tmp_path / "imgs")
 
 
 def test_voc_reader(tmp_path):

@@ -201,3 +201,39 @@ def test_backbone_swap_from_command_line(tmp_path):
     cli = main(["--config", str(cfg), f"--data.init_args.root={root}", f"--model.init_args.backbone={swap}",
                 f"--trainer.default_root_dir={tmp_path}"], run=False)
     assert cli.model.backbone.attention_kinds == ["hydra"] * 12 and cli.model.backbone.patch_size == 16
+
+
+def _fit_one_step(task, dm, tmp_path):
+    trainer = L.Trainer(max_steps=1, accelerator="cpu", logger=False, enable_checkpointing=False,
+                        enable_progress_bar=False, enable_model_summary=False, default_root_dir=tmp_path,
+                        num_sanity_val_steps=0, limit_val_batches=0)
+    trainer.fit(task, datamodule=dm)
+
+
+def test_model_and_data_class_counts_must_match_before_training(tmp_path):
+    root = make_ade(tmp_path / "ade", n_train=4, n_val=2)
+    dm = SegmentationDataModule(str(root), num_classes=4, crop_size=(32, 32), batch_size=2, num_workers=0)
+    task = SegmentationTask(tiny_backbone(), num_classes=6, decode_head="linear", head_channels=16)
+    with pytest.raises(ValueError, match=r"model.num_classes=6 but the data \(SegmentationDataModule at .*ade\) has 4 "
+                                         r"classes .*set --model.init_args.num_classes=4"):
+        _fit_one_step(task, dm, tmp_path)
+
+
+@pytest.mark.parametrize("text, reduce_zero, message", [
+    ('["a", "b", ', False, r"classes.json: not valid JSON"),
+    ('{"classes": "a,b,c,d"}', False, r"classes.json: expected a list of class names"),
+    ('["a", "b", "c"]', False, r"classes.json names 3 classes but data.num_classes=4"),
+    ('["other", "a", "b"]', True, r"classes.json names 3 classes but data.num_classes=4 \(reduce_zero_label"),
+])
+def test_a_bad_classes_json_is_an_error_naming_it(text, reduce_zero, message, tmp_path):
+    root = make_ade(tmp_path / "ade", n_train=2, n_val=1)
+    (root / "classes.json").write_text(text)
+    with pytest.raises(ValueError, match=message):
+        SegmentationDataModule(str(root), num_classes=4, reduce_zero_label=reduce_zero, num_workers=0)
+
+
+def test_classes_json_with_the_ignored_zero_label_first_is_read(tmp_path):
+    root = make_ade(tmp_path / "ade", n_train=2, n_val=1)
+    (root / "classes.json").write_text('{"classes": ["other", "a", "b", "c", "d"]}')
+    dm = SegmentationDataModule(str(root), num_classes=4, reduce_zero_label=True, num_workers=0)
+    assert dm.class_names == ["a", "b", "c", "d"]

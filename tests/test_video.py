@@ -156,3 +156,17 @@ def test_tiny_training_beats_chance(tmp_path):
     trainer.fit(task, datamodule=dm)
     top1 = trainer.validate(task, datamodule=dm, verbose=False)[0]["val_top1"]
     assert top1 > 0.5, top1  # chance is 0.25: motion direction needs space-time mixing
+
+
+def test_model_and_data_class_counts_must_match_before_training(tmp_path):
+    root = prepare(tmp_path / "md", n_train=4, n_val=4, n_frames=8, size=32)
+    dm = VideoDataModule(str(root), "kinetics", num_frames=4, frame_stride=1, size=32, short_side=32,
+                         num_workers=0, batch_size=2)
+    task = VideoClassificationTask(VideoViT(None, embed_dim=32, depth=1, num_heads=2, patch_size=8, num_frames=4,
+                                            img_size=32), num_classes=7)
+    trainer = L.Trainer(max_steps=1, accelerator="cpu", logger=False, enable_checkpointing=False,
+                        enable_progress_bar=False, enable_model_summary=False, default_root_dir=tmp_path,
+                        num_sanity_val_steps=0, limit_val_batches=0)
+    with pytest.raises(ValueError, match=r"model.num_classes=7 but the data \(VideoDataModule at .*md\) has 4 "
+                                         r"classes \(.*\); set --model.init_args.num_classes=4"):
+        trainer.fit(task, datamodule=dm)

@@ -7,8 +7,9 @@ one). Bad input stops with an error that names the file:
 - boxes partly outside the image are clipped; zero-area or inverted boxes are dropped. Both are
   counted in :class:`FormatReport` and logged once per file;
 - images without annotations are kept (negatives);
-- an annotation naming a category or image id that does not exist, a missing key, malformed json
-  or XML: :class:`AnnotationError`.
+- an annotation naming a category or image id that does not exist, a missing key (a COCO file
+  without an ``annotations`` list too), an image id used twice, a bbox / width / height that is
+  not a number, malformed json or XML: :class:`AnnotationError`.
 """
 from __future__ import annotations
 
@@ -98,10 +99,22 @@ def _load_json(path: Path) -> dict:
     if not isinstance(data, dict):
         raise AnnotationError(f"{path}: a COCO file is a json object with 'images', 'annotations', 'categories'; "
                               f"got a {type(data).__name__}")
-    for key in ("images", "categories"):
+    # an instances file without 'annotations' would train on all-negative images without a word
+    for key in ("images", "annotations", "categories"):
         if not isinstance(data.get(key), list):
             raise AnnotationError(f"{path}: missing or invalid {key!r} list")
     return data
+
+
+def _number(value: Any, path: Path, where: str) -> float:
+    """``value`` as a finite float, or an error naming the file and the entry."""
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        number = float("nan")
+    if isinstance(value, bool) or not np.isfinite(number):
+        raise AnnotationError(f"{path}: {where} is {value!r}, not a number")
+    return number
 
 
 def read_coco(path: str | Path, image_root: str | Path, with_masks: bool = False,
@@ -127,9 +140,15 @@ def read_coco(path: str | Path, image_root: str | Path, with_masks: bool = False
         for key in ("id", "file_name", "width", "height"):
             if key not in im:
                 raise AnnotationError(f"{path}: image entry {im.get('id', '?')} has no {key!r}")
-        images[int(im["id"])] = im
+        iid = int(_number(im["id"], path, f"the id of image {im['file_name']}"))
+        if iid in images:
+            raise AnnotationError(f"{path}: image id {iid!r} appears twice ({images[iid]['file_name']} and "
+                                  f"{im['file_name']})")
+        for key in ("width", "height"):
+            im[key] = int(_number(im[key], path, f"image {iid} ({im['file_name']}) {key}"))
+        images[iid] = im
     per_image: dict[int, list[dict]] = {i: [] for i in images}
-    for ann in data.get("annotations", []):
+    for ann in data["annotations"]:
         aid = ann.get("id", "?")
         if ann.get("image_id") not in per_image:
             raise AnnotationError(f"{path}: annotation {aid} names image_id {ann.get('image_id')!r}, "
@@ -139,6 +158,7 @@ def read_coco(path: str | Path, image_root: str | Path, with_masks: bool = False
                                   f"which is not in 'categories' (known: {sorted(cats)[:20]})")
         if not isinstance(ann.get("bbox"), (list, tuple)) or len(ann["bbox"]) != 4:
             raise AnnotationError(f"{path}: annotation {aid} has no valid 'bbox' [x, y, w, h]")
+        ann["bbox"] = [_number(v, path, f"annotation {aid} bbox[{i}]") for i, v in enumerate(ann["bbox"])]
         if with_masks and "segmentation" not in ann:
             raise AnnotationError(f"{path}: annotation {aid} has no 'segmentation' (needed for instance masks)")
         per_image[ann["image_id"]].append(ann)

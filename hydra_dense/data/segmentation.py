@@ -254,13 +254,22 @@ class SegmentationDataModule(SplitDataModule):
         import json
 
         path = self.root / "classes.json"
-        names = None
-        if path.is_file():
+        if not path.is_file():
+            return [f"class_{i}" for i in range(self.num_classes)]
+        try:
             meta = json.loads(path.read_text())
-            names = meta.get("classes") if isinstance(meta, dict) else meta
-        if names and len(names) == self.num_classes:
-            return list(names)
-        return [f"class_{i}" for i in range(self.num_classes)]
+        except (json.JSONDecodeError, UnicodeDecodeError) as err:
+            raise ValueError(f"{path}: not valid JSON ({err})") from None
+        names = meta.get("classes") if isinstance(meta, dict) else meta
+        if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+            raise ValueError(f"{path}: expected a list of class names or {{\"classes\": [...]}}, "
+                             f"got {type(names).__name__}")
+        if self.hparams.reduce_zero_label and len(names) == self.num_classes + 1:
+            names = names[1:]  # label 0 ("other") is ignored, the rest shift down
+        if len(names) != self.num_classes:
+            raise ValueError(f"{path} names {len(names)} classes but data.num_classes={self.num_classes}"
+                             f"{' (reduce_zero_label: true)' if self.hparams.reduce_zero_label else ''}")
+        return names
 
     def _pairs(self, split: str):
         h = self.hparams

@@ -13,7 +13,7 @@ from torchmetrics.detection import MeanAveragePrecision
 from ..heads.detection import PaddedPyramidBackbone, build_detector
 from .coco_results import detections_to_coco, gather_results, write_coco_results
 from .map_sync import gather_map_states
-from .names import class_names
+from .names import check_class_count, class_names
 from .optim import make_optimizer
 from .run_dir import RunDirMixin
 
@@ -111,11 +111,7 @@ class DetectionTask(RunDirMixin):
         dm = getattr(self.trainer, "datamodule", None) if self._trainer is not None else None
         if dm is None:
             return
-        n = getattr(dm, "num_classes", None)
-        if n is not None and n != self.hparams.num_classes:
-            raise ValueError(f"model.num_classes={self.hparams.num_classes} but the data has {n} categories "
-                             f"({', '.join(map(str, getattr(dm, 'class_names', [])[:8]))}…); set "
-                             f"--model.init_args.num_classes={n}")
+        check_class_count(self, getattr(dm, "num_classes", None), "categories")
         if self.with_masks and not getattr(getattr(dm, "hparams", None), "masks", True):
             raise ValueError("model.detector=mask_rcnn needs instance masks: set --data.init_args.masks=true")
         self.category_ids = list(getattr(dm, "category_ids", None) or range(1, self.hparams.num_classes + 1))

@@ -1,9 +1,9 @@
-"""Class names for the tasks' per-class tables."""
+"""Class names for the tasks' per-class tables, and the model-vs-data class count check."""
 from __future__ import annotations
 
 import lightning as L
 
-__all__ = ["class_names"]
+__all__ = ["class_names", "check_class_count"]
 
 
 def class_names(task: L.LightningModule, num_classes: int, first: int = 0) -> list[str]:
@@ -14,3 +14,17 @@ def class_names(task: L.LightningModule, num_classes: int, first: int = 0) -> li
     dm = getattr(task.trainer, "datamodule", None) if task._trainer is not None else None
     names = getattr(dm, "class_names", None)
     return list(names) if names else [f"class_{i}" for i in range(first, first + num_classes)]
+
+
+def check_class_count(task: L.LightningModule, data_classes: int | None, what: str = "classes") -> None:
+    """Before training: the model's ``num_classes`` must be the data's, else an index error or a
+    CUDA assert surfaces mid-run. ``data_classes`` None (unknown) skips the check."""
+    model_classes = task.hparams.num_classes
+    if data_classes is None or data_classes == model_classes:
+        return
+    dm = task.trainer.datamodule
+    names = list(getattr(dm, "class_names", None) or [])
+    shown = f" ({', '.join(map(str, names[:8]))}{', …' if len(names) > 8 else ''})" if names else ""
+    raise ValueError(f"model.num_classes={model_classes} but the data ({type(dm).__name__} at "
+                     f"{getattr(dm, 'root', '?')}) has {data_classes} {what}{shown}; set "
+                     f"--model.init_args.num_classes={data_classes}")

@@ -13,7 +13,7 @@ from torchmetrics.classification import MulticlassAccuracy, MulticlassConfusionM
 
 from ..backbones.pyramid import MultiLevelRescale
 from ..heads.segmentation import FCNAuxHead, build_decode_head
-from .names import class_names
+from .names import check_class_count, class_names
 from .optim import make_optimizer
 from .run_dir import RunDirMixin
 
@@ -207,6 +207,12 @@ class SegmentationTask(RunDirMixin):
             experiment.add_image(f"val_overlay/{index}", np.ascontiguousarray(panel.transpose(2, 0, 1)), self.global_step)
 
     # ---- optimisation ----------------------------------------------------------------------
+    def setup(self, stage: str) -> None:
+        """Before anything runs: the model's class count against the data module's."""
+        dm = getattr(self.trainer, "datamodule", None) if self._trainer is not None else None
+        if dm is not None:
+            check_class_count(self, getattr(dm, "num_classes", None))
+
     def configure_optimizers(self):
         h = self.hparams
         others = [m for m in (self.neck, self.head, self.aux) if m is not None]

@@ -10,6 +10,7 @@ from torch import nn
 from torchmetrics import MetricCollection
 from torchmetrics.classification import MulticlassAccuracy
 
+from .names import check_class_count
 from .optim import make_optimizer
 
 __all__ = ["VideoClassificationTask"]
@@ -118,6 +119,12 @@ class VideoClassificationTask(L.LightningModule):
     def on_test_epoch_end(self) -> None:
         self.log_dict({k: v.float() for k, v in self.test_metrics.compute().items()})
         self.test_metrics.reset()
+
+    def setup(self, stage: str) -> None:
+        """Before anything runs: the model's class count against the data module's."""
+        dm = getattr(self.trainer, "datamodule", None) if self._trainer is not None else None
+        if dm is not None:
+            check_class_count(self, len(names) if (names := getattr(dm, "class_names", None)) else None)
 
     def configure_optimizers(self):
         h = self.hparams
