@@ -237,3 +237,21 @@ def test_classes_json_with_the_ignored_zero_label_first_is_read(tmp_path):
     (root / "classes.json").write_text('{"classes": ["other", "a", "b", "c", "d"]}')
     dm = SegmentationDataModule(str(root), num_classes=4, reduce_zero_label=True, num_workers=0)
     assert dm.class_names == ["a", "b", "c", "d"]
+
+
+@pytest.mark.parametrize("suffix, mode", [(".jpg", "RGB"), (".png", "L")])
+def test_exif_orientation_is_applied_to_images_and_masks(suffix, mode, tmp_path):
+    """A phone photo is stored 40 wide x 20 high with orientation 6 (shown rotated 90° clockwise):
+    it is read upright, 20 wide x 40 high, with the stored top-left pixel at the top-right."""
+    from hydra_dense.data.base import read_image
+
+    stored = np.zeros((20, 40, 3) if mode == "RGB" else (20, 40), np.uint8)
+    stored[:4, :4] = 255
+    im = Image.fromarray(stored)
+    exif = im.getexif()
+    exif[0x0112] = 6  # Orientation: rotate 90 CW to display
+    path = tmp_path / f"photo{suffix}"
+    im.save(path, exif=exif, **({"quality": 100} if suffix == ".jpg" else {}))
+    upright = read_image(path, mode=mode if mode == "RGB" else None)
+    assert upright.shape[:2] == (40, 20)
+    assert upright[:4, -4:].mean() > 200 and upright[-4:, :4].mean() < 50

@@ -170,3 +170,15 @@ def test_model_and_data_class_counts_must_match_before_training(tmp_path):
     with pytest.raises(ValueError, match=r"model.num_classes=7 but the data \(VideoDataModule at .*md\) has 4 "
                                          r"classes \(.*\); set --model.init_args.num_classes=4"):
         trainer.fit(task, datamodule=dm)
+
+
+def test_frames_of_different_sizes_are_an_error_naming_the_folder(tmp_path):
+    from hydra_dense.data.video import read_frames
+
+    folder = tmp_path / "clip"
+    folder.mkdir()
+    Image.fromarray(np.zeros((16, 16, 3), np.uint8)).save(folder / "img_00000.jpg")
+    Image.fromarray(np.zeros((16, 20, 3), np.uint8)).save(folder / "img_00001.jpg")
+    with pytest.raises(VideoError, match=r"frame folder .*clip: frames differ in size \(img_00000.jpg is 16x16, "
+                                         r"img_00001.jpg is not\)"):
+        read_frames(folder)

@@ -6,15 +6,17 @@ import warnings
 from typing import Callable, Optional
 
 import lightning as L
+import numpy as np
 import torch
 from lightning.pytorch.overrides.distributed import UnrepeatedDistributedSampler
+from PIL import Image, ImageOps
 from torch.utils.data import DataLoader, Dataset
 
 from .sampling import ResumableSampler, SeededSamples, global_seed
 
 log = logging.getLogger(__name__)
 
-__all__ = ["SplitDataModule", "SkipCounter"]
+__all__ = ["SplitDataModule", "SkipCounter", "read_image"]
 
 
 class SplitDataModule(L.LightningDataModule):
@@ -139,3 +141,11 @@ class SkipCounter:
                 self._skipped.value += 1
             logging.getLogger(type(self).__module__).warning("skipping sample %d: %s", i, err)
             return None
+
+
+def read_image(path, mode: Optional[str] = "RGB") -> np.ndarray:
+    """An image file as an array, turned upright by its EXIF orientation (phone photos are stored
+    sideways with a tag saying so), converted to ``mode`` (None keeps it: label maps)."""
+    with Image.open(path) as im:
+        im = ImageOps.exif_transpose(im)
+        return np.asarray(im.convert(mode) if mode else im)

@@ -24,14 +24,13 @@ from typing import Any, Literal, Optional
 
 import numpy as np
 import torch
-from PIL import Image
 from torch.utils.data import Dataset
 from torchvision import tv_tensors
 from torchvision.transforms import v2
 from torchvision.transforms.v2 import functional as TF
 from torchvision.transforms.v2._utils import query_size
 
-from .base import SkipCounter, SplitDataModule
+from .base import SkipCounter, SplitDataModule, read_image
 from .detection_formats import CocoAnnotations, ImageRecord, decode_segmentation, read_coco, read_voc
 from .segmentation import SampleError
 
@@ -90,8 +89,7 @@ class DetectionDataset(SkipCounter, Dataset):
     def load(self, i: int) -> tuple[tv_tensors.Image, dict]:
         rec = self.records[i]
         try:
-            with Image.open(rec.path) as im:
-                img = np.asarray(im.convert("RGB"))
+            img = read_image(rec.path)
         except Exception as err:
             raise SampleError(f"cannot read image {rec.path}: {err}") from err
         H, W = img.shape[:2]

@@ -22,12 +22,11 @@ from typing import Literal, Optional, Sequence
 
 import numpy as np
 import torch
-from PIL import Image
 from torch.utils.data import Dataset
 from torchvision import tv_tensors
 from torchvision.transforms import v2
 
-from .base import SkipCounter, SplitDataModule
+from .base import SkipCounter, SplitDataModule, read_image
 
 log = logging.getLogger(__name__)
 
@@ -132,13 +131,11 @@ class SegmentationDataset(SkipCounter, Dataset):
     def load(self, i: int) -> tuple[tv_tensors.Image, tv_tensors.Mask]:
         img_path, mask_path = self.pairs[i]
         try:
-            with Image.open(img_path) as im:
-                img = np.asarray(im.convert("RGB"))
+            img = read_image(img_path)
         except Exception as err:
             raise SampleError(f"cannot read image {img_path}: {err}") from err
         try:
-            with Image.open(mask_path) as im:
-                mask = np.asarray(im)
+            mask = read_image(mask_path, mode=None)
         except Exception as err:
             raise SampleError(f"cannot read mask {mask_path}: {err}") from err
         if mask.ndim == 3:

@@ -32,7 +32,7 @@ from torch.utils.data import Dataset
 from torchvision import tv_tensors
 from torchvision.transforms import v2
 
-from .base import SplitDataModule
+from .base import SplitDataModule, read_image
 from .segmentation import IMAGE_EXTS
 
 log = logging.getLogger(__name__)
@@ -82,8 +82,6 @@ def decode_video(path: str | Path, max_frames: Optional[int] = None) -> np.ndarr
 
 def read_frames(folder: str | Path, max_frames: Optional[int] = None) -> np.ndarray:
     """A folder of frame images (sorted by name) as ``(N, H, W, 3)`` uint8."""
-    from PIL import Image
-
     folder = Path(folder)
     files = sorted(p for p in folder.iterdir() if p.suffix.lower() in IMAGE_EXTS) if folder.is_dir() else []
     if not files:
@@ -91,10 +89,14 @@ def read_frames(folder: str | Path, max_frames: Optional[int] = None) -> np.ndar
     frames = []
     for f in files[:max_frames]:
         try:
-            with Image.open(f) as im:
-                frames.append(np.asarray(im.convert("RGB")))
+            frames.append(read_image(f))
         except Exception as err:
             raise VideoError(f"frame {f} cannot be read: {err}") from err
+    first = frames[0].shape[:2]
+    odd = next((f for f, a in zip(files, frames) if a.shape[:2] != first), None)
+    if odd is not None:
+        raise VideoError(f"frame folder {folder}: frames differ in size ({files[0].name} is {first[1]}x{first[0]}, "
+                         f"{odd.name} is not)")
     return np.stack(frames)
 
 
