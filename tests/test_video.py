@@ -12,7 +12,7 @@ av = pytest.importorskip("av", reason="needs the video extra: pip install 'hydra
 from hydra_dense.backbones import VideoViT  # noqa: E402
 from hydra_dense.data.demo_video import prepare, write_mp4  # noqa: E402
 from hydra_dense.data.video import (VideoClipDataset, VideoDataModule, VideoError, clip_indices,  # noqa: E402
-                                    collate_clips, decode_video, find_videos)
+                                    collate_clips, decode_video, find_videos, read_frames)
 from hydra_dense.tasks import VideoClassificationTask  # noqa: E402
 
 
@@ -173,8 +173,6 @@ def test_model_and_data_class_counts_must_match_before_training(tmp_path):
 
 
 def test_frames_of_different_sizes_are_an_error_naming_the_folder(tmp_path):
-    from hydra_dense.data.video import read_frames
-
     folder = tmp_path / "clip"
     folder.mkdir()
     Image.fromarray(np.zeros((16, 16, 3), np.uint8)).save(folder / "img_00000.jpg")
@@ -182,3 +180,17 @@ def test_frames_of_different_sizes_are_an_error_naming_the_folder(tmp_path):
     with pytest.raises(VideoError, match=r"frame folder .*clip: frames differ in size \(img_00000.jpg is 16x16, "
                                          r"img_00001.jpg is not\)"):
         read_frames(folder)
+
+
+def test_an_empty_list_file_and_ignored_files_are_reported(tmp_path, caplog):
+    (tmp_path / "train.txt").write_text("# no videos yet\n\n")
+    with pytest.raises(VideoError, match=r"list file .*train.txt lists no videos"):
+        find_videos(tmp_path, "list", "train")
+    (tmp_path / "train" / "run").mkdir(parents=True)
+    write_mp4(tmp_path / "train" / "run" / "a.mp4", frames(4, 16))
+    (tmp_path / "train" / "run" / "b.mpg").write_bytes(b"\0")
+    (tmp_path / "train" / "run" / "notes.txt").write_text("x")
+    with caplog.at_level("WARNING", logger="hydra_dense.data.video"):
+        samples, _ = find_videos(tmp_path, "kinetics", "train")
+    assert [p.name for p, _ in samples] == ["a.mp4"]
+    assert "2 file(s) ignored (not a video: " in caplog.text and "run/b.mpg" in caplog.text

@@ -135,7 +135,7 @@ def find_videos(root: Path, layout: str, split: str, list_file: str = "{split}.t
         if classes is None:
             train_dir = root / "train"
             classes = sorted(p.name for p in (train_dir if train_dir.is_dir() else split_dir).iterdir() if p.is_dir())
-        samples = []
+        samples, ignored = [], []
         for class_dir in sorted(p for p in split_dir.iterdir() if p.is_dir()):
             if class_dir.name not in classes:
                 raise VideoError(f"{split_dir}: class folder {class_dir.name!r} is not one of the "
@@ -144,6 +144,12 @@ def find_videos(root: Path, layout: str, split: str, list_file: str = "{split}.t
             for item in sorted(class_dir.iterdir()):
                 if (layout == "kinetics" and item.suffix.lower() in VIDEO_EXTS) or (layout == "frames" and item.is_dir()):
                     samples.append((item, label))
+                elif not item.name.startswith("."):
+                    ignored.append(item)
+        if ignored:  # e.g. .mpg / .flv containers, or stray files: say so instead of training on fewer
+            log.warning("%s: %d file(s) ignored (not a %s), e.g. %s", split_dir, len(ignored),
+                        "video: " + ", ".join(sorted(VIDEO_EXTS)) if layout == "kinetics" else "frame folder",
+                        ", ".join(str(p.relative_to(split_dir)) for p in ignored[:3]))
     elif layout == "list":
         path = root / list_file.format(split=split)
         if not path.is_file():
@@ -162,6 +168,8 @@ def find_videos(root: Path, layout: str, split: str, list_file: str = "{split}.t
             if n == 1 and dialect and not parts[-1].lstrip("-").isdigit() and parts[0].lower() in ("path", "video", "file"):
                 continue  # CSV header
             rows.append((parts[0], parts[-1], n))
+        if not rows:
+            raise VideoError(f"list file {path} lists no videos")
         names = [lab for _, lab, _ in rows if not lab.lstrip("-").isdigit()]
         if classes is None:
             classes = sorted(set(names)) if names else [str(i) for i in range(max(int(lab) for _, lab, _ in rows) + 1)]
