@@ -14,7 +14,8 @@ On top of Lightning's CLI, every run gets (see :mod:`hydra_dense.runtime`):
   the epoch and the RNG state;
 - a checkpoint path that does not exist or does not fit the model fails before anything runs;
 - ``--nonfinite.action stop|skip``: a NaN / inf loss stops the run naming the step, or skips it;
-- under SLURM, the requeue signal saves ``hpc_ckpt_N.ckpt`` at the next step boundary on all ranks.
+- under SLURM, the requeue signal saves ``hpc_ckpt_N.ckpt`` at the next step boundary on all ranks;
+- what the data readers clipped, dropped or skipped, printed once and kept in ``data_report.json``.
 """
 from __future__ import annotations
 
@@ -26,8 +27,9 @@ from lightning.pytorch.callbacks import Callback
 from lightning.pytorch.cli import LightningCLI
 from lightning.pytorch.utilities import rank_zero_info
 
-from .runtime import (AtomicCheckpointIO, NonFiniteLossGuard, PeriodicLastCheckpoint, RNGStateCheckpoint, StepBoundaryRequeue,
-                      check_checkpoint_matches, find_resume_checkpoint, remove_stale_temporaries)
+from .runtime import (AtomicCheckpointIO, DataReport, NonFiniteLossGuard, PeriodicLastCheckpoint, RNGStateCheckpoint,
+                      StepBoundaryRequeue, check_checkpoint_matches, find_resume_checkpoint,
+                      remove_stale_temporaries)
 
 SPECIAL_CKPT = ("best", "hpc", "registry")
 
@@ -56,7 +58,7 @@ class HydraDenseCLI(LightningCLI):
             self.parser.error("\n  ".join(lines) if lines else str(err))
 
     def _instantiate_trainer(self, config: dict[str, Any], callbacks: list[Callback]) -> L.Trainer:
-        callbacks = list(callbacks) + [RNGStateCheckpoint(), StepBoundaryRequeue()]
+        callbacks = list(callbacks) + [RNGStateCheckpoint(), StepBoundaryRequeue(), DataReport()]
         every_steps = self._get(self.config, "checkpoint_every_n_steps")
         every_min = self._get(self.config, "checkpoint_every_minutes")
         if config.get("enable_checkpointing", True) is not False and (every_steps or every_min):

@@ -255,3 +255,23 @@ def test_exif_orientation_is_applied_to_images_and_masks(suffix, mode, tmp_path)
     upright = read_image(path, mode=mode if mode == "RGB" else None)
     assert upright.shape[:2] == (40, 20)
     assert upright[:4, -4:].mean() > 200 and upright[-4:, :4].mean() < 50
+
+
+def test_skipped_samples_are_reported_once_per_fit_and_kept_in_the_run_folder(tmp_path, caplog):
+    import json
+
+    from hydra_dense.runtime import DataReport
+
+    root = make_ade(tmp_path / "ade", n_train=4, n_val=2)
+    dm = SegmentationDataModule(str(root), num_classes=4, num_workers=0, skip_bad=True, batch_size=4,
+                                crop_size=(16, 16))
+    sorted((root / "images" / "training").glob("*.jpg"))[1].write_bytes(b"garbage")
+    task = SegmentationTask(tiny_backbone(), num_classes=4, decode_head="linear", head_channels=16)
+    trainer = L.Trainer(max_steps=2, accelerator="cpu", logger=False, enable_checkpointing=False,
+                        enable_progress_bar=False, enable_model_summary=False, default_root_dir=tmp_path / "run",
+                        num_sanity_val_steps=0, limit_val_batches=0, callbacks=[DataReport()])
+    with caplog.at_level("INFO"):
+        trainer.fit(task, datamodule=dm)
+    report = json.loads((tmp_path / "run" / "data_report.json").read_text())
+    assert report["skipped_samples"] == {"train": 2, "val": 0}  # the bad image, once in each of the 2 epochs
+    assert caplog.text.count("skipped unreadable samples (skip_bad): train 2") == 1

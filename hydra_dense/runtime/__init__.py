@@ -1,5 +1,6 @@
 """What keeps long multi-process training runs safe: atomic checkpoints, exact resume, NaN guard."""
 from .checkpoint_io import AtomicCheckpointIO
+from .data_report import DataReport
 from .last_checkpoint import PeriodicLastCheckpoint
 from .nonfinite import NonFiniteLossGuard
 from .requeue import StepBoundaryRequeue
@@ -7,5 +8,5 @@ from .resume import (CheckpointMismatchError, check_checkpoint_matches, find_res
                      remove_stale_temporaries)
 from .rng_state import RNGStateCheckpoint
 
-__all__ = ["AtomicCheckpointIO", "PeriodicLastCheckpoint", "NonFiniteLossGuard", "RNGStateCheckpoint", "StepBoundaryRequeue", "CheckpointMismatchError",
+__all__ = ["AtomicCheckpointIO", "DataReport", "PeriodicLastCheckpoint", "NonFiniteLossGuard", "RNGStateCheckpoint", "StepBoundaryRequeue", "CheckpointMismatchError",
            "check_checkpoint_matches", "find_resume_checkpoint", "remove_stale_temporaries"]
