@@ -13,15 +13,16 @@ TRAINER = {"max_steps": 3, "val_check_interval": 3, "check_val_every_n_epoch": N
            "devices": 1, "enable_progress_bar": False, "log_every_n_steps": 1}
 
 
-def _run(tmp_path, config: dict, extra=()):
+def _run(tmp_path, config: dict, extra=(), plans=("msa", "hybrid1", "hydra")):
     cfg = tmp_path / "cfg.yaml"
     cfg.write_text(yaml.safe_dump(config))
     out = tmp_path / "out"
-    assert compare_main(["--config", str(cfg), "--plans", "msa,hybrid1,hydra", "--pretrained", "none",
+    assert compare_main(["--config", str(cfg), "--plans", ",".join(plans), "--pretrained", "none",
                          "--out", str(out), "--speed-repeats", "2", *extra]) == 0
     rows = list(csv.DictReader((out / "table.csv").open()))
-    assert [r["plan"] for r in rows] == ["msa", "hybrid1", "hydra"]
-    assert rows[1]["attention"] == "msa@[0], hydra@[1]"
+    assert [r["plan"] for r in rows] == list(plans)
+    if "hybrid1" in plans:
+        assert rows[plans.index("hybrid1")]["attention"] == "msa@[0], hydra@[1]"
     for r in rows:
         assert 0 <= float(r["score"]) <= 100 and float(r["train_img_s"]) > 0 and float(r["infer_img_s"]) > 0
     assert (out / "accuracy_vs_speed.png").stat().st_size > 5000 and (out / "table.md").read_text().count("|") > 20
@@ -78,10 +79,10 @@ def test_compare_detection(tmp_path):
             "root": str(root), "train_json": "annotations/instances_train.json",
             "val_json": "annotations/instances_val.json", "train_images": "train", "val_images": "val",
             "masks": True, "batch_size": 4, "val_batch_size": 2, "num_workers": 0}}}
-    rows = _run(tmp_path, config, ["--speed-size", "128"])
+    rows = _run(tmp_path, config, ["--speed-size", "128"], plans=("msa", "hydra"))  # hybrids: the other tasks
     assert rows[0]["metric"] == "val_mAP" and rows[0]["metric2"] == "val_mAP_50"
     # the big input is timed at its own size (not resized to the 64-px evaluation size): Hydra's FLOPs differ
-    assert float(rows[2]["flop_ideal_big"]) > 1.0
+    assert float(rows[1]["flop_ideal_big"]) > 1.0
     assert "| digit_0 |" in (tmp_path / "out" / "per_class.md").read_text()
 
 
