@@ -117,11 +117,13 @@ def train_smoke(task: str, workdir: Path, cuda: bool, steps: int, overrides: tup
     cluster = "gpu_ddp" if cuda else "cpu_gloo"
     cmd = [sys.executable, str(ROOT / "tools" / "train.py"), "fit", "--config", str(ROOT / config),
            "--config", str(ROOT / "configs" / "cluster" / f"{cluster}.yaml"), "--trainer.devices=1",
-           f"--trainer.max_steps={steps}", f"--trainer.val_check_interval={steps}", "--trainer.limit_val_batches=2",
-           "--trainer.enable_progress_bar=false", "--trainer.log_every_n_steps=1", f"--trainer.default_root_dir={run_dir}",
+           f"--trainer.max_steps={steps}", f"--trainer.val_check_interval={steps}",
+           "--trainer.limit_val_batches=2", "--trainer.enable_progress_bar=false", "--trainer.log_every_n_steps=1",
+           f"--trainer.default_root_dir={run_dir}",
            # the metrics are read back from CSV (the default logger is TensorBoard where it is installed)
            "--trainer.logger=lightning.pytorch.loggers.CSVLogger", f"--trainer.logger.init_args.save_dir={run_dir}",
-           f"--data.init_args.root={data}", "--model.init_args.backbone.init_args.plan={default: hydra, local: dwc3}", *overrides]
+           f"--data.init_args.root={data}", "--model.init_args.backbone.init_args.plan={default: hydra, local: dwc3}",
+           *overrides]
     t0 = time.perf_counter()
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
     try:
@@ -162,7 +164,8 @@ def device_header(device: torch.device) -> str:
     return " | ".join(parts)
 
 
-def numerics_section(sizes: CheckSizes, device: torch.device) -> tuple[str, bool]:
+# Each section: (sizes, device, workdir) -> (Markdown, passed); passed None = a report, nothing to fail.
+def numerics_section(sizes: CheckSizes, device: torch.device, workdir: Path) -> tuple[str, Optional[bool]]:
     rows = check_kernel_numerics(sizes.numerics_shapes, ("fp32", "bf16", "fp16"), device)
     worst = {}
     for r in rows:  # one line per (shape, dtype, mask): the worst tensor
@@ -178,19 +181,17 @@ def numerics_section(sizes: CheckSizes, device: torch.device) -> tuple[str, bool
             "gradients of q, k, v; the worst of the four tensors per line.\n\n" + table), ok
 
 
-def bandwidth_section(sizes: CheckSizes, device: torch.device) -> str:
+def bandwidth_section(sizes: CheckSizes, device: torch.device, workdir: Path) -> tuple[str, Optional[bool]]:
     rows = []
     for dtype in ("bf16", "fp32"):
         rows += measure_bandwidth(sizes.bandwidth_shape, dtype, device,
                                   repeats=10 if device.type == "cuda" else 1, inner=10 if device.type == "cuda" else 1)
-    for r in rows:
-        r["pass"] = r.pop("pass_")
     return ("Least traffic of each pass (forward: q, k, v, out; backward: 7 more tensors) over its median "
             "time; `copy` (read + write) is the practical ceiling.\n\n"
-            + markdown_table(rows, ["shape", "dtype", "pass", "ms", "gbytes_per_s", "pct_of_peak"]))
+            + markdown_table(rows, ["shape", "dtype", "pass", "ms", "gbytes_per_s", "pct_of_peak"])), None
 
 
-def speed_section(sizes: CheckSizes, device: torch.device) -> str:
+def speed_section(sizes: CheckSizes, device: torch.device, workdir: Path) -> tuple[str, Optional[bool]]:
     rows = speed_rows(sizes, device, "infer") + speed_rows(sizes, device, "train")
     cols = ["attention", "height", "width", "tokens", "batch", "mode", "dtype", "ms_per_iter", "throughput",
             "peak_mem_mb", "speedup_vs_msa", "flop_ideal_vs_msa", "pct_of_ideal", "overhead_vs_none", "note"]
@@ -198,11 +199,12 @@ def speed_section(sizes: CheckSizes, device: torch.device) -> str:
     return (f"{sizes.speed_model}, batch {sizes.speed_batch}, {str(sizes.speed_dtype).replace('torch.', '')}; "
             f"{msa}; `train` = forward, backward and AdamW step; speedups and the FLOP-ideal ratio are "
             "against MSA at the same size and mode.\n\n"
-            + markdown_table(rows, cols))
+            + markdown_table(rows, cols)), None
 
 
-def training_section(sizes: CheckSizes, device: torch.device, workdir: Path) -> tuple[str, bool]:
-    rows = [train_smoke(task, workdir, device.type == "cuda", sizes.smoke_steps, sizes.smoke_overrides) for task in SMOKE_TASKS]
+def training_section(sizes: CheckSizes, device: torch.device, workdir: Path) -> tuple[str, Optional[bool]]:
+    rows = [train_smoke(task, workdir, device.type == "cuda", sizes.smoke_steps, sizes.smoke_overrides)
+            for task in SMOKE_TASKS]
     shown = [dict(r, passed="yes" if r["passed"] else "**NO**") for r in rows]
     return ("`tools/train.py fit` of each demo config with `plan: {default: hydra, local: dwc3}`, one process "
             "under DDP.\n\n" + markdown_table(shown, ["task", "cluster", "backend", "steps", "seconds",
@@ -210,7 +212,9 @@ def training_section(sizes: CheckSizes, device: torch.device, workdir: Path) -> 
             all(r["passed"] for r in rows))
 
 
-SECTIONS = ("numerics", "bandwidth", "speed", "training")
+SECTION_FNS = {"numerics": numerics_section, "bandwidth": bandwidth_section, "speed": speed_section,
+               "training": training_section}
+SECTIONS = tuple(SECTION_FNS)
 
 
 def run_gpu_check(dry_run: bool, workdir: Path, sections=SECTIONS,
@@ -229,16 +233,11 @@ def run_gpu_check(dry_run: bool, workdir: Path, sections=SECTIONS,
             progress(name)
         t0 = time.perf_counter()
         try:
-            if name == "numerics":
-                text, passed = numerics_section(sizes, device)
-            elif name == "training":
-                text, passed = training_section(sizes, device, workdir)
-            else:
-                text, passed = {"bandwidth": bandwidth_section, "speed": speed_section}[name](sizes, device), True
+            text, passed = SECTION_FNS[name](sizes, device, workdir)
         except Exception as err:  # noqa: BLE001 - reported, and the exit code says so
             text, passed = f"**failed:** `{type(err).__name__}: {err}`", False
-        ok &= passed
-        verdict = "" if name in ("bandwidth", "speed") and passed else (" — passed" if passed else " — **FAILED**")
+        ok &= passed is not False
+        verdict = {None: "", True: " — passed", False: " — **FAILED**"}[passed]
         parts.append(f"## {name}{verdict} ({time.perf_counter() - t0:.0f} s)\n\n{text}\n")
     parts.append(f"**Overall: {'PASSED' if ok else 'FAILED'}**\n")
     return "\n".join(parts), ok

@@ -13,11 +13,10 @@ import torch
 
 from ..attention import hydra_attention, hydra_attention_eager
 from ..attention.ops import FUSED_MIN_NUMEL
+from .specs import parse_dtype
 from .timing import interleaved_medians
 
-__all__ = ["DTYPES", "check_kernel_numerics", "measure_bandwidth", "peak_bandwidth_gbs", "relative_error"]
-
-DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
+__all__ = ["check_kernel_numerics", "measure_bandwidth", "peak_bandwidth_gbs", "relative_error"]
 
 # Error floors relative to max|reference| (a few output roundings of each dtype); a kernel also
 # passes when it is within 2x of the eager op's own error in that dtype.
@@ -63,7 +62,7 @@ def check_kernel_numerics(shapes: Sequence[tuple[int, int, int]], dtypes: Sequen
         g = torch.Generator(device=device).manual_seed(B * 1000003 + T * 101 + D)
         base = [torch.randn(B, T, D, device=device, generator=g) for _ in range(4)]
         for name in dtypes:
-            dtype = DTYPES[name]
+            dtype = parse_dtype(name)
             q, k, v, grad = (t.to(dtype) for t in base)
             for mask in (None, _padding_mask(B, T, device)):
                 fused_res = _forward_backward(fused, q, k, v, mask, grad)
@@ -117,7 +116,7 @@ def measure_bandwidth(shape: tuple[int, int, int], dtype: str, device: torch.dev
     per timed call keep launch and sync overhead out of the number."""
     B, T, D = shape
     g = torch.Generator(device=device).manual_seed(0)
-    q, k, v, grad = (torch.randn(B, T, D, device=device, generator=g).to(DTYPES[dtype]) for _ in range(4))
+    q, k, v, grad = (torch.randn(B, T, D, device=device, generator=g).to(parse_dtype(dtype)) for _ in range(4))
     mask = _padding_mask(B, T, device)
     qg, kg, vg = (t.clone().requires_grad_() for t in (q, k, v))
 
@@ -138,6 +137,6 @@ def measure_bandwidth(shape: tuple[int, int, int], dtype: str, device: torch.dev
     rows = []
     for name, t in times.items():
         gbs = tensors[name] * nbytes * inner / t / 1e9
-        rows.append(dict(shape=f"{B}x{T}x{D}", dtype=dtype, pass_=name, ms=t / inner * 1e3, gbytes_per_s=gbs,
-                         pct_of_peak=100 * gbs / peak if peak == peak else float("nan")))
+        rows.append({"shape": f"{B}x{T}x{D}", "dtype": dtype, "pass": name, "ms": t / inner * 1e3,
+                     "gbytes_per_s": gbs, "pct_of_peak": 100 * gbs / peak if peak == peak else float("nan")})
     return rows

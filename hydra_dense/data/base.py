@@ -67,13 +67,10 @@ class SplitDataModule(L.LightningDataModule):
                             "epoch %s will not be the same samples as in the interrupted run", world,
                             self.hparams.batch_size, position.get("world_size"), position.get("batch_size"),
                             position["epoch"])
-            epoch, batches = position["epoch"], position["batches"]
-            if batches >= len(sampler) // self.hparams.batch_size:  # a whole epoch done: the next one
-                epoch, batches = epoch + 1, 0
             # the epoch is set here, not only by the trainer's set_epoch: with workers the loader
             # draws its first indices as soon as its iterator exists, which can be before that call
-            sampler.set_epoch(epoch)
-            sampler.resume(epoch, batches, self.hparams.batch_size)
+            sampler.set_epoch(position["epoch"])
+            sampler.resume(position["epoch"], position["batches"], self.hparams.batch_size)
         self._train_sampler = sampler
         return self._loader(SeededSamples(dataset), self.hparams.batch_size, sampler, train=True)
 
@@ -100,7 +97,7 @@ class SplitDataModule(L.LightningDataModule):
         if trainer is None or self._train_sampler is None or trainer.state.fn != "fit":
             return {}
         done, epoch = int(trainer.fit_loop.epoch_loop.batch_progress.current.processed), self._train_sampler.epoch
-        if done >= trainer.num_training_batches:  # the epoch's last batch (limit_train_batches included)
+        if done >= trainer.num_training_batches:  # after the epoch's last batch: resume at the next epoch
             epoch, done = epoch + 1, 0
         return {"train_position": dict(epoch=epoch, batches=done, world_size=trainer.world_size,
                                        batch_size=self.hparams.batch_size)}

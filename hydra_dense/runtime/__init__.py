@@ -8,5 +8,6 @@ from .resume import (CheckpointMismatchError, check_checkpoint_matches, find_res
                      remove_stale_temporaries)
 from .rng_state import RNGStateCheckpoint
 
-__all__ = ["AtomicCheckpointIO", "DataReport", "PeriodicLastCheckpoint", "NonFiniteLossGuard", "RNGStateCheckpoint", "StepBoundaryRequeue", "CheckpointMismatchError",
-           "check_checkpoint_matches", "find_resume_checkpoint", "remove_stale_temporaries"]
+__all__ = ["AtomicCheckpointIO", "DataReport", "PeriodicLastCheckpoint", "NonFiniteLossGuard", "RNGStateCheckpoint",
+           "StepBoundaryRequeue", "CheckpointMismatchError", "check_checkpoint_matches", "find_resume_checkpoint",
+           "remove_stale_temporaries"]
