@@ -77,3 +77,24 @@ def test_cli_rejects_bad_plan_and_size():
         proc = subprocess.run([sys.executable, str(ROOT / "tools" / "benchmark.py"), *args],
                               capture_output=True, text=True, timeout=120)
         assert proc.returncode == 2 and msg in proc.stderr
+
+
+def test_decode_level_compares_whole_file_and_seeking_decoding(tmp_path):
+    pytest.importorskip("av")
+    from hydra_dense.bench.decode import write_test_video
+
+    video = write_test_video(tmp_path / "v.mp4", seconds=4, fps=25, width=192, height=112, gop=20)
+    out = tmp_path / "decode.csv"
+    proc = subprocess.run([sys.executable, str(ROOT / "tools" / "benchmark.py"), "--level", "decode", "--video",
+                           str(video), "--repeats", "1", "--no-memory", "--csv", str(out)], capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    rows = {(r["case"], r["method"]): r for r in csv.DictReader(out.open())}
+    assert set(rows) == {(c, m) for c in ("train", "eval") for m in ("whole file", "seek", "seek + resize on decode")}
+    for case, views in (("train", 1), ("eval", 15)):
+        whole, seek = rows[case, "whole file"], rows[case, "seek + resize on decode"]
+        assert float(whole["frames_decoded"]) == float(whole["frames_kept"]) == 100 and int(seek["views"]) == views
+        assert float(seek["frames_kept"]) <= 16 * (1 if case == "train" else 5)
+        assert float(seek["frames_decoded"]) < 100 and float(seek["ms_per_sample"]) > 0
+    proc = subprocess.run([sys.executable, str(ROOT / "tools" / "benchmark.py"), "--level", "decode", "--video",
+                           str(tmp_path / "missing.mp4")], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and "missing.mp4 does not exist" in proc.stderr

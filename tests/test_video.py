@@ -194,3 +194,6 @@ def test_an_empty_list_file_and_ignored_files_are_reported(tmp_path, caplog):
         samples, _ = find_videos(tmp_path, "kinetics", "train")
     assert [p.name for p, _ in samples] == ["a.mp4"]
     assert "2 file(s) ignored (not a video: " in caplog.text and "run/b.mpg" in caplog.text
+    dm = VideoDataModule(str(tmp_path), num_frames=2, frame_stride=1, size=16, short_side=16, val_split="train")
+    dm.setup("fit")
+    assert dm.data_report() == "train: 2 file(s) ignored (not a video), e.g. b.mpg, notes.txt"

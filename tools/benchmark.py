@@ -9,6 +9,7 @@ Examples (CPU numbers are noisy in absolute terms; compare ratios from one run):
     python tools/benchmark.py --model video_vit_base --sizes 16x224x224 --plans msa,hydra
     python tools/benchmark.py --level op --op-shape 8x4096x768       # Hydra op vs q+k+v floor
     python tools/benchmark.py --level shares --sizes 224,384,512,1024,1080p   # attention FLOP share
+    python tools/benchmark.py --level decode                          # video: whole file vs seeking decode
     python tools/benchmark.py --model seg_uper:vit_base --sizes 512,1024 --mode train   # whole segmentation model
     python tools/benchmark.py --model det_mask_rcnn:vit_base --sizes 1024 --mode train \
         --plans msa,hydra,vitdet_msa,vitdet_hydra                      # whole Mask R-CNN, one training step
@@ -44,7 +45,7 @@ SHARE_SIZES = "224,384,512,1024,1080p"
 
 def parse_args(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--level", choices=["backbone", "op", "shares"], default="backbone")
+    p.add_argument("--level", choices=["backbone", "op", "shares", "decode"], default="backbone")
     p.add_argument("--model", default="vit_base", help=f"a backbone ({', '.join(sorted(MODELS))}) or a whole task "
                    f"model ({', '.join(sorted(PIPELINES) + sorted(DETECTION_PIPELINES))}:<backbone>, "
                    f"e.g. seg_uper:vit_base, det_mask_rcnn:vit_base)")
@@ -64,6 +65,10 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--op-shape", default="8x4096x768", help="BxTxD for --level op")
     p.add_argument("--op-backward", action="store_true", help="time forward + backward for --level op")
     p.add_argument("--op-msa", action="store_true", help="also time softmax SDPA (12 heads) for --level op")
+    p.add_argument("--video", help="--level decode: a video file (default: a generated 10 s, 30 fps, 1280x720 "
+                   "H.264 file, cached)")
+    p.add_argument("--gop", type=int, help="--level decode: keyframe interval of the generated file (default: "
+                   "x264's own, 250)")
     p.add_argument("--csv", help="write the rows as CSV")
     p.add_argument("--plot", help="write a PNG plot")
     p.add_argument("--quick", action="store_true", help="tiny backbone, small sizes: under 2 minutes on 2 CPU cores")
@@ -107,6 +112,9 @@ def main(argv=None) -> int:
         print(f"\n({time.time() - t0:.0f} s)")
         return 0
 
+    if args.level == "decode":
+        return _decode_level(args, t0)
+
     image_sizes = [s for s in sizes if s.frames is None]
     if args.level == "shares":
         shares = attention_flop_shares(args.model, image_sizes or [parse_size(s) for s in SHARE_SIZES.split(",")],
@@ -146,6 +154,30 @@ def main(argv=None) -> int:
         shares = [] if args.model.startswith("video") or ":" in args.model else attention_flop_shares(
             args.model, [parse_size(s) for s in ("224,512" if args.quick else SHARE_SIZES).split(",")], args.patch_size)
         print(f"plot: {plot_backbone_rows(rows, shares, args.plot, f'{args.model}, {args.mode}, {args.dtype}, {devices[0]}')}")
+    print(f"\n({time.time() - t0:.0f} s)")
+    return 0
+
+
+def _decode_level(args: argparse.Namespace, t0: float) -> int:
+    from hydra_dense.bench.decode import DECODE_COLUMNS, bench_decode, write_test_video
+    from hydra_dense.data.sources import cache_dir
+
+    video = Path(args.video) if args.video else cache_dir() / "bench" / f"pan_10s_30fps_1280x720_gop{args.gop or 'x264'}.mp4"
+    if args.video and not video.is_file():
+        print(f"error: --video {video} does not exist", file=sys.stderr)
+        return 2
+    if not video.is_file():
+        print(f"writing {video} ...", file=sys.stderr, flush=True)
+        tmp = write_test_video(video.with_suffix(".part.mp4"), gop=args.gop)
+        tmp.replace(video)
+    rows = bench_decode(video, repeats=args.repeats, memory=not args.no_memory)
+    print(f"{video} ({video.stat().st_size / 1e6:.1f} MB); clips of 16 frames x stride 4 at short side 256; "
+          "eval: 5 clips x 3 crops\n")
+    print(markdown_table(rows, DECODE_COLUMNS))
+    print("\nspeedup_vs_whole = whole-file time / this time; memory_vs_whole = whole-file peak / this peak "
+          "(resident-set rise of a fresh process over one sample).")
+    if args.csv:
+        print(f"CSV: {write_csv(rows, args.csv, DECODE_COLUMNS)}")
     print(f"\n({time.time() - t0:.0f} s)")
     return 0
 

@@ -46,6 +46,11 @@ class SplitDataModule(L.LightningDataModule):
             return 1, 0
         return trainer.world_size, trainer.global_rank
 
+    def _seed(self) -> int:
+        """The data module's own ``seed`` hparam where it has one, else ``seed_everything``'s."""
+        seed = getattr(self.hparams, "seed", None)
+        return global_seed() if seed is None else int(seed)
+
     def _loader(self, dataset: Dataset, batch_size: int, sampler, train: bool) -> DataLoader:
         workers = self.hparams.num_workers
         # the loader's own generator: creating an iterator must not consume the global RNG
@@ -53,12 +58,12 @@ class SplitDataModule(L.LightningDataModule):
         return DataLoader(dataset, batch_size=batch_size, sampler=sampler, num_workers=workers,
                           collate_fn=self.collate_fn(), drop_last=train, persistent_workers=workers > 0,
                           pin_memory=torch.cuda.is_available(), timeout=600 if workers > 0 else 0,
-                          generator=torch.Generator().manual_seed(global_seed()))
+                          generator=torch.Generator().manual_seed(self._seed()))
 
     def train_dataloader(self) -> DataLoader:
         world, rank = self._world()
         dataset = self.datasets["train"]
-        sampler = ResumableSampler(dataset, world, rank, shuffle=True, seed=global_seed())
+        sampler = ResumableSampler(dataset, world, rank, shuffle=True, seed=self._seed())
         position = self._resume_position
         if position:
             self._resume_position = None

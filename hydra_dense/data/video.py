@@ -1,8 +1,8 @@
 """Video classification data: Kinetics-style folders, list files (txt / CSV) and frame folders.
 
-Decoding uses PyAV (the ``video`` extra): a maintained FFmpeg binding whose wheels carry their
-own FFmpeg (H.264 included) and install from PyPI on every platform here; torchvision 0.29 no
-longer decodes video, and torchcodec needs a matching system FFmpeg.
+Each sample decodes only the frames its clip (or, in evaluation, all its views together) needs,
+resized on decode to the transform's short side (``data/video_decode.py``); frame folders read
+only the needed files.
 
 Layouts (``layout`` init arg, ``root`` points at the dataset; ``{split}`` is the split name):
 
@@ -21,8 +21,6 @@ from __future__ import annotations
 
 import csv
 import logging
-import math
-import multiprocessing
 from pathlib import Path
 from typing import Literal, Optional, Sequence
 
@@ -32,8 +30,9 @@ from torch.utils.data import Dataset
 from torchvision import tv_tensors
 from torchvision.transforms import v2
 
-from .base import SplitDataModule, read_image
-from .segmentation import IMAGE_EXTS
+from .base import SkipCounter, SplitDataModule
+from .video_decode import (IncompleteDecode, VideoError, decode_frames, decode_video, frame_files, index_video,
+                           read_frame_files, read_frames)
 
 log = logging.getLogger(__name__)
 
@@ -43,61 +42,6 @@ __all__ = ["VideoError", "decode_video", "read_frames", "VideoClipDataset", "Vid
 VIDEO_EXTS = (".mp4", ".avi", ".mkv", ".webm", ".mov", ".m4v")
 KINETICS_MEAN = (0.45, 0.45, 0.45)
 KINETICS_STD = (0.225, 0.225, 0.225)
-
-
-class VideoError(ValueError):
-    """A video that cannot be used (missing, corrupt, too short, unknown class)."""
-
-
-def decode_video(path: str | Path, max_frames: Optional[int] = None) -> np.ndarray:
-    """All frames (or the first ``max_frames``) of a video as ``(N, H, W, 3)`` uint8."""
-    try:
-        import av
-    except ImportError as err:  # pragma: no cover - needs the extra
-        raise ImportError("decoding video needs PyAV: pip install 'hydra_dense[video]'") from err
-    path = Path(path)
-    if not path.is_file():
-        raise VideoError(f"video {path} does not exist")
-    frames = []
-    try:
-        with av.open(str(path)) as container:
-            if not container.streams.video:
-                raise VideoError(f"video {path} has no video stream")
-            stream = container.streams.video[0]
-            stream.thread_type = "AUTO"
-            for frame in container.decode(stream):
-                frames.append(frame.to_ndarray(format="rgb24"))
-                if max_frames is not None and len(frames) >= max_frames:
-                    break
-    except VideoError:
-        raise
-    except Exception as err:  # av.error.InvalidDataError and friends
-        if not frames:
-            raise VideoError(f"video {path} could not be decoded: {err}") from err
-        log.warning("video %s is truncated after %d frames: %s", path, len(frames), err)
-    if not frames:
-        raise VideoError(f"video {path} has no decodable frames (empty or corrupt)")
-    return np.stack(frames)
-
-
-def read_frames(folder: str | Path, max_frames: Optional[int] = None) -> np.ndarray:
-    """A folder of frame images (sorted by name) as ``(N, H, W, 3)`` uint8."""
-    folder = Path(folder)
-    files = sorted(p for p in folder.iterdir() if p.suffix.lower() in IMAGE_EXTS) if folder.is_dir() else []
-    if not files:
-        raise VideoError(f"frame folder {folder} does not exist or holds no images")
-    frames = []
-    for f in files[:max_frames]:
-        try:
-            frames.append(read_image(f))
-        except Exception as err:
-            raise VideoError(f"frame {f} cannot be read: {err}") from err
-    first = frames[0].shape[:2]
-    odd = next((f for f, a in zip(files, frames) if a.shape[:2] != first), None)
-    if odd is not None:
-        raise VideoError(f"frame folder {folder}: frames differ in size ({files[0].name} is {first[1]}x{first[0]}, "
-                         f"{odd.name} is not)")
-    return np.stack(frames)
 
 
 def clip_indices(n_frames: int, num_frames: int, stride: int, sampling: str, rng: Optional[np.random.Generator],
@@ -126,8 +70,10 @@ def clip_indices(n_frames: int, num_frames: int, stride: int, sampling: str, rng
 
 
 def find_videos(root: Path, layout: str, split: str, list_file: str = "{split}.txt", video_dir: str = "",
-                classes: Optional[list[str]] = None) -> tuple[list[tuple[Path, int]], list[str]]:
-    """(path, label) pairs of a split and the class names."""
+                classes: Optional[list[str]] = None,
+                ignored: Optional[list[Path]] = None) -> tuple[list[tuple[Path, int]], list[str]]:
+    """(path, label) pairs of a split and the class names; ``ignored``, when given, receives the
+    files in class folders that the layout does not read (they are also logged)."""
     if layout in ("kinetics", "frames"):
         split_dir = root / split
         if not split_dir.is_dir():
@@ -135,7 +81,7 @@ def find_videos(root: Path, layout: str, split: str, list_file: str = "{split}.t
         if classes is None:
             train_dir = root / "train"
             classes = sorted(p.name for p in (train_dir if train_dir.is_dir() else split_dir).iterdir() if p.is_dir())
-        samples, ignored = [], []
+        samples, skipped = [], []
         for class_dir in sorted(p for p in split_dir.iterdir() if p.is_dir()):
             if class_dir.name not in classes:
                 raise VideoError(f"{split_dir}: class folder {class_dir.name!r} is not one of the "
@@ -145,11 +91,13 @@ def find_videos(root: Path, layout: str, split: str, list_file: str = "{split}.t
                 if (layout == "kinetics" and item.suffix.lower() in VIDEO_EXTS) or (layout == "frames" and item.is_dir()):
                     samples.append((item, label))
                 elif not item.name.startswith("."):
-                    ignored.append(item)
-        if ignored:  # e.g. .mpg / .flv containers, or stray files: say so instead of training on fewer
-            log.warning("%s: %d file(s) ignored (not a %s), e.g. %s", split_dir, len(ignored),
+                    skipped.append(item)
+        if skipped:  # e.g. .mpg / .flv containers, or stray files: say so instead of training on fewer
+            log.warning("%s: %d file(s) ignored (not a %s), e.g. %s", split_dir, len(skipped),
                         "video: " + ", ".join(sorted(VIDEO_EXTS)) if layout == "kinetics" else "frame folder",
-                        ", ".join(str(p.relative_to(split_dir)) for p in ignored[:3]))
+                        ", ".join(str(p.relative_to(split_dir)) for p in skipped[:3]))
+            if ignored is not None:
+                ignored.extend(skipped)
     elif layout == "list":
         path = root / list_file.format(split=split)
         if not path.is_file():
@@ -192,15 +140,20 @@ def find_videos(root: Path, layout: str, split: str, list_file: str = "{split}.t
     return samples, list(classes)
 
 
-class VideoClipDataset(Dataset):
+class VideoClipDataset(SkipCounter, Dataset):
     """``(clip (C, T, H, W) float, label, video index)`` per video; evaluation with ``num_clips`` x
-    ``num_crops`` > 1 returns ``(views (V, C, T, H, W), label, index)``."""
+    ``num_crops`` > 1 returns ``(views (V, C, T, H, W), label, index)``.
+
+    Only the frames the views need are decoded (all views of a video in one pass), resized on
+    decode to ``short_side`` unless ``resize_on_decode`` is off (then torchvision resizes the
+    full-size frames, as without it). ``max_frames`` limits clips to a video's first frames.
+    """
 
     def __init__(self, samples: Sequence[tuple[Path, int]], num_frames: int, frame_stride: int, sampling: str,
                  train: bool, size: int, short_side: int, num_clips: int = 1, num_crops: int = 1,
                  mean=KINETICS_MEAN, std=KINETICS_STD, skip_bad: bool = False,
-                 short_videos: Literal["error", "skip", "loop"] = "error", seed: int = 0, hflip: bool = True,
-                 cache_decoded: bool = False) -> None:
+                 short_videos: Literal["error", "skip", "loop"] = "error", hflip: bool = True,
+                 cache_decoded: bool = False, max_frames: Optional[int] = None, resize_on_decode: bool = True) -> None:
         self.samples = list(samples)
         self.hflip = hflip
         self._cache: Optional[dict] = {} if cache_decoded else None  # per worker process
@@ -208,40 +161,67 @@ class VideoClipDataset(Dataset):
         self.train, self.size, self.short_side = train, size, short_side
         self.num_clips, self.num_crops = num_clips, num_crops
         self.mean, self.std = mean, std
-        self.skip_bad, self.short_videos, self.seed = skip_bad, short_videos, seed
-        self._skipped = multiprocessing.Value("i", 0)
-
-    @property
-    def skipped(self) -> int:
-        return self._skipped.value
+        self.short_videos, self.max_frames = short_videos, max_frames
+        self.decode_short_side = short_side if resize_on_decode else None
+        self.init_skipping(skip_bad or short_videos == "skip")
 
     def __len__(self) -> int:
         return len(self.samples)
 
-    def _frames(self, path: Path) -> np.ndarray:
+    def _view_indices(self, path: Path, n_frames: int, rng: Optional[np.random.Generator]) -> list[np.ndarray]:
+        """Frame indices of each clip of a video of ``n_frames`` frames."""
         span = (self.num_frames - 1) * self.stride + 1
-        if self._cache is not None and path in self._cache:
-            frames = self._cache[path]
-        else:
-            frames = read_frames(path) if path.is_dir() else decode_video(path)
-            if self._cache is not None:
-                self._cache[path] = frames
-        if self.sampling == "dense" and len(frames) < span:
-            if self.short_videos == "loop":
-                reps = math.ceil(span / len(frames))
-                frames = np.concatenate([frames] * reps)[:span]
-            else:
-                raise VideoError(f"video {path} has {len(frames)} frames, fewer than a clip of {self.num_frames} "
+        n_sample = n_frames
+        if self.sampling == "dense" and n_frames < span:
+            if self.short_videos != "loop":
+                raise VideoError(f"video {path} has {n_frames} frames, fewer than a clip of {self.num_frames} "
                                  f"frames x stride {self.stride} ({span}); set short_videos: loop or skip")
+            n_sample = span  # the video played on repeat
+        n_clips = 1 if self.train else self.num_clips
+        return [clip_indices(n_sample, self.num_frames, self.stride, self.sampling, rng, c, n_clips) % n_frames
+                for c in range(n_clips)]
+
+    def _whole(self, path: Path) -> np.ndarray:
+        """Every frame (up to ``max_frames``) of a video or frame folder."""
+        if self._cache is not None and path in self._cache:
+            return self._cache[path]
+        frames = read_frames(path, self.max_frames) if path.is_dir() else \
+            decode_video(path, self.max_frames, self.decode_short_side)
+        if self._cache is not None:
+            self._cache[path] = frames
         return frames
 
-    def _views(self, frames: np.ndarray, rng: Optional[np.random.Generator]) -> list[torch.Tensor]:
-        clips = []
-        n_clips = 1 if self.train else self.num_clips
-        for c in range(n_clips):
-            idx = clip_indices(len(frames), self.num_frames, self.stride, self.sampling, rng, c, n_clips)
-            video = tv_tensors.Video(torch.from_numpy(frames[idx]).permute(0, 3, 1, 2))  # (T, C, H, W)
-            video = v2.functional.resize(video, self.short_side, antialias=True)
+    def _clip_frames(self, path: Path, rng: Optional[np.random.Generator]) -> list[np.ndarray]:
+        """Each view's frames, ``(T, H, W, 3)`` uint8, reading only the frames the views need."""
+        cap = self.max_frames or np.iinfo(np.int64).max
+        if self._cache is not None:
+            frames = self._whole(path)
+            return [frames[v] for v in self._view_indices(path, len(frames), rng)]
+        if path.is_dir():
+            files = frame_files(path)[:cap]
+            views = self._view_indices(path, len(files), rng)
+            needed, rows = np.unique(np.concatenate(views), return_inverse=True)
+            frames = read_frame_files(files, needed)
+        else:
+            index = index_video(path)
+            try:
+                if index is None:
+                    raise IncompleteDecode(f"{path}: no frame index")
+                views = self._view_indices(path, min(len(index), cap), rng)
+                needed, rows = np.unique(np.concatenate(views), return_inverse=True)
+                frames = decode_frames(path, needed, index, self.decode_short_side)
+            except IncompleteDecode as err:  # odd files: decode them whole, which names what is wrong
+                log.debug("decoding %s whole: %s", path, err)
+                frames = self._whole(path)
+                return [frames[v] for v in self._view_indices(path, len(frames), rng)]
+        rows = rows.reshape(len(views), -1)
+        return [frames[r] for r in rows]
+
+    def _views(self, clips: list[np.ndarray]) -> list[torch.Tensor]:
+        out = []
+        for frames in clips:
+            video = tv_tensors.Video(torch.from_numpy(frames).permute(0, 3, 1, 2))  # (T, C, H, W)
+            video = v2.functional.resize(video, self.short_side, antialias=True)  # a no-op after resize on decode
             if self.train:
                 video = v2.RandomCrop(self.size)(video)
                 if self.hflip and torch.rand(1).item() < 0.5:
@@ -252,8 +232,8 @@ class VideoClipDataset(Dataset):
             for v in crops:
                 v = v2.functional.to_dtype(v, torch.float32, scale=True)
                 v = v2.functional.normalize(v, list(self.mean), list(self.std))
-                clips.append(v.permute(1, 0, 2, 3).contiguous())  # (C, T, H, W)
-        return clips
+                out.append(v.permute(1, 0, 2, 3).contiguous())  # (C, T, H, W)
+        return out
 
     def _eval_crops(self, video: torch.Tensor) -> list[torch.Tensor]:
         if self.num_crops == 1:
@@ -267,22 +247,16 @@ class VideoClipDataset(Dataset):
             out.append(v2.functional.crop(video, top, left, self.size, self.size))
         return out
 
-    def __getitem__(self, i: int):
+    def load(self, i: int):
         path, label = self.samples[i]
         # training draws from torch's RNG, seeded per sample and epoch by the loader (data/sampling.py);
         # evaluation is deterministic: evenly spaced clips, centre (or tiled) crops
         rng = np.random.default_rng(int(torch.randint(0, 2**31 - 1, (1,)))) if self.train else None
-        try:
-            views = self._views(self._frames(path), rng)
-        except VideoError as err:
-            if not (self.skip_bad or self.short_videos == "skip"):
-                raise
-            with self._skipped.get_lock():
-                self._skipped.value += 1
-            log.warning("skipping %s: %s", path, err)
-            return None
-        clip = views[0] if len(views) == 1 else torch.stack(views)
-        return clip, label, i
+        views = self._views(self._clip_frames(path, rng))
+        return (views[0] if len(views) == 1 else torch.stack(views)), label, i
+
+    def __getitem__(self, i: int):
+        return self.load_or_skip(i, (VideoError,))
 
 
 def collate_clips(batch):
@@ -304,9 +278,15 @@ class VideoDataModule(SplitDataModule):
         short_videos: ``error`` (default), ``skip`` or ``loop`` for videos shorter than a clip.
         hflip: random horizontal flips in training (turn off when the label depends on
             left/right, e.g. motion direction).
-        cache_decoded: keep decoded frames in memory (per worker) — for small datasets only.
+        cache_decoded: decode each video whole once and keep it in memory (per worker) — for
+            small datasets only; otherwise each sample decodes only the frames its clips need.
+        max_frames: sample clips from the first ``max_frames`` frames of each video only.
+        resize_on_decode: scale frames down to ``short_side`` while decoding (FFmpeg's area
+            filter), so memory follows the clip and not the file; off: decode at full size and
+            let torchvision resize (antialiased bilinear).
         skip_bad: skip missing / corrupt videos instead of raising (counted, reported).
         num_classes: checked against the classes found (set it to catch a wrong dataset).
+        seed: seed of the training order and augmentation; None follows ``seed_everything``.
     """
 
     def __init__(
@@ -326,6 +306,8 @@ class VideoDataModule(SplitDataModule):
         val_num_clips: int = 1,
         hflip: bool = True,
         cache_decoded: bool = False,
+        max_frames: Optional[int] = None,
+        resize_on_decode: bool = True,
         batch_size: int = 8,
         val_batch_size: int = 8,
         num_workers: int = 2,
@@ -336,7 +318,7 @@ class VideoDataModule(SplitDataModule):
         skip_bad: bool = False,
         mean: tuple[float, float, float] = KINETICS_MEAN,
         std: tuple[float, float, float] = KINETICS_STD,
-        seed: int = 0,
+        seed: Optional[int] = None,
     ) -> None:
         super().__init__()
         self.save_hyperparameters()
@@ -345,18 +327,21 @@ class VideoDataModule(SplitDataModule):
             raise FileNotFoundError(f"data.root: dataset folder {self.root} does not exist")
         self.datasets: dict[str, VideoClipDataset] = {}
         self.class_names: Optional[list[str]] = None
+        self.ignored: dict[str, list[Path]] = {}  # per split: files the layout does not read
 
     def _dataset(self, split: str, train: bool, clips: int, crops: int) -> VideoClipDataset:
         h = self.hparams
-        samples, classes = find_videos(self.root, h.layout, split, h.list_file, h.video_dir, self.class_names)
+        self.ignored[split] = []
+        samples, classes = find_videos(self.root, h.layout, split, h.list_file, h.video_dir, self.class_names,
+                                       self.ignored[split])
         if self.class_names is None:
             self.class_names = classes
             if h.num_classes is not None and h.num_classes != len(classes):
                 raise ValueError(f"data.num_classes={h.num_classes} but {len(classes)} classes were found under "
                                  f"{self.root} ({', '.join(classes[:5])}…)")
         return VideoClipDataset(samples, h.num_frames, h.frame_stride, h.sampling, train, h.size, h.short_side,
-                                clips, crops, h.mean, h.std, h.skip_bad, h.short_videos, h.seed, h.hflip,
-                                h.cache_decoded)
+                                clips, crops, h.mean, h.std, h.skip_bad, h.short_videos, h.hflip, h.cache_decoded,
+                                h.max_frames, h.resize_on_decode)
 
     def setup(self, stage: Optional[str] = None) -> None:
         h = self.hparams
@@ -366,6 +351,12 @@ class VideoDataModule(SplitDataModule):
             self.datasets["val"] = self._dataset(h.val_split, False, h.val_num_clips, 1)
         if "test" not in self.datasets and stage in (None, "test", "predict"):
             self.datasets["test"] = self._dataset(h.test_split or h.val_split, False, h.num_clips, h.num_crops)
+
+    def data_report(self) -> str:
+        """Files the layout ignored, per split (empty when none)."""
+        kind = "video" if self.hparams.layout == "kinetics" else "frame folder"
+        return "\n".join(f"{split}: {len(files)} file(s) ignored (not a {kind}), e.g. "
+                         f"{', '.join(p.name for p in files[:3])}" for split, files in self.ignored.items() if files)
 
     def describe(self) -> str:
         """One line for tables: where the clips come from and how many."""
