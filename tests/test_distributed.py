@@ -114,7 +114,7 @@ def test_kill_and_resume_under_ddp(tmp_path):
 
 
 def test_torchrun_launch_equals_lightning_launch(tmp_path):
-    """The README's torchrun route (Lightning reads the torchelastic environment) trains the same
+    """The torchrun route of docs/clusters.md (Lightning reads the torchelastic environment) trains the same
     model as Lightning's own launcher: identical final weights."""
     import os
     import sys
