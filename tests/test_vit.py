@@ -114,3 +114,55 @@ def test_simple_feature_pyramid_strides_and_channels():
     assert all(v.shape[1] == 32 for v in out.values()) and neck.out_channels == 32
     with pytest.raises(ValueError, match="scale 3.0 not supported"):
         SimpleFeaturePyramid(64, scales=(3.0,))
+
+
+TIMM_PLANS = {"msa": "msa", "hydra": "hydra", "hybrid": {"default": "msa", "hydra_last": 1},
+              "hydra+dwc3": {"default": "hydra", "local": "dwc3"}, "none": "none",
+              "linear": {"default": "linear", "linear_heads": 4},
+              "vitdet_hydra": AttentionPlan(window_size=2, global_blocks=[1], global_attention="hydra"),
+              "vitdet_msa+rel_pos": AttentionPlan(window_size=2, global_blocks=[2], global_attention="msa", rel_pos=True)}
+
+
+@pytest.mark.parametrize("name", sorted(TIMM_PLANS))
+def test_timm_feature_calls_give_the_maps_of_forward(name):
+    torch.manual_seed(0)
+    m = tiny(plan=TIMM_PLANS[name], out_indices=[0, 2], out_norm=False, img_size=64)
+    for blk in m.blocks:  # make the (zero-initialised) local branch matter
+        if getattr(blk.attn, "local", None) is not None:
+            torch.nn.init.normal_(blk.attn.local.conv.weight, std=0.2)
+    x = torch.randn(2, 3, 60, 76)
+    pad = torch.zeros(2, 60, 76, dtype=torch.bool)
+    pad[1, 40:], pad[1, :, 50:] = True, True
+    with torch.no_grad():
+        for mask in (None, pad):
+            want = m(x, mask)
+            got = m.forward_intermediates(x, indices=[0, 2], intermediates_only=True, pad_mask=mask)
+            final, maps = m.forward_intermediates(x, indices=[0, 2], pad_mask=mask)
+            for a, b, c in zip(want, got, maps):
+                torch.testing.assert_close(a, b, rtol=0, atol=0)
+                torch.testing.assert_close(a, c, rtol=0, atol=0)
+            tokens = m.forward_tokens(x, mask)[0][-1]
+            torch.testing.assert_close(final, m.norm(tokens), rtol=0, atol=0)
+            torch.testing.assert_close(m.forward_features(x, mask), m.norm(tokens), rtol=0, atol=0)
+            nlc = m.forward_intermediates(x, indices=1, output_fmt="NLC", intermediates_only=True, pad_mask=mask)
+            torch.testing.assert_close(nlc[0], want[1].flatten(2).transpose(1, 2), rtol=0, atol=0)
+        # timm's own feature wrapper (what create_model(features_only=True) builds for ViTs)
+        from timm.models._features import FeatureGetterNet
+
+        feats = FeatureGetterNet(m, out_indices=[0, 2], prune=False)(x)
+        for a, b in zip(m(x), feats):
+            torch.testing.assert_close(a, b, rtol=0, atol=0)
+
+
+def test_forward_intermediates_reproduces_timm_in_all_msa_mode():
+    ref = timm.create_model("vit_tiny_patch16_224", pretrained=False, num_classes=0, dynamic_img_size=True,
+                            dynamic_img_pad=True).eval()
+    ours = ViT("tiny", plan="msa").eval()
+    ours.load_state_dict(ref.state_dict())
+    x = torch.randn(1, 3, 96, 128)
+    with torch.no_grad():
+        for kw in (dict(indices=3, norm=True), dict(indices=[1, 5], return_prefix_tokens=True, stop_early=True),
+                   dict(indices=2, output_fmt="NLC", output_dict=True, return_prefix_tokens=True)):
+            a, b = ref.forward_intermediates(x, **kw), ours.forward_intermediates(x, **kw)
+            torch.testing.assert_close(b, a, rtol=1e-5, atol=2e-5)
+    assert [f["module"] for f in ours.feature_info] == ["blocks.11"]

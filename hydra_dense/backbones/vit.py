@@ -7,7 +7,7 @@ pos-embed resampling. Only each block's attention module is swapped according to
 from __future__ import annotations
 
 import math
-from typing import Literal, Optional, Sequence, Union
+from typing import Any, Literal, Optional, Sequence, Union
 
 import torch
 import torch.nn.functional as F
@@ -114,6 +114,9 @@ class ViT(VisionTransformer):
             if not -depth_ <= i < depth_:
                 raise ValueError(f"ViT: out_indices entry {i} is out of range for depth {depth_}")
         self.out_indices = [i % depth_ for i in out_indices]
+        # what forward returns, one entry per map (timm's feature_info of a features_only model)
+        self.feature_info = [dict(num_chs=self.embed_dim, reduction=patch_size, module=f"blocks.{i}")
+                             for i in self.out_indices]
         self.set_plan(plan)
         self.set_grad_checkpointing(grad_checkpointing)
         if pretrained:
@@ -137,15 +140,6 @@ class ViT(VisionTransformer):
     def out_channels(self) -> int:
         """Channels of each returned map (torchvision's backbone contract)."""
         return self.embed_dim
-
-    @property
-    def feature_info(self) -> list[dict]:  # type: ignore[override]
-        return [dict(num_chs=self.embed_dim, reduction=self.patch_size, module=f"blocks.{i}")
-                for i in self.out_indices]
-
-    @feature_info.setter
-    def feature_info(self, value) -> None:  # timm's constructor assigns it
-        pass
 
     def grid_size(self, height: int, width: int) -> tuple[int, int]:
         """Patch grid for an input of ``height`` x ``width`` pixels (after padding)."""
@@ -245,3 +239,66 @@ class ViT(VisionTransformer):
             t = self.norm(outs[i]) if self.out_norm else outs[i]
             maps.append(t[:, layout.num_prefix_tokens:].transpose(1, 2).reshape(B, -1, h, w))
         return maps
+
+    # ---- timm's feature API, with the plan, layout and padding honoured -------------------------
+    def forward_features(self, x: torch.Tensor, pad_mask: Optional[torch.Tensor] = None) -> torch.Tensor:  # type: ignore[override]
+        """Images -> final-normed tokens ``(B, P + h*w, D)`` (timm's ``forward_features``)."""
+        outs, _ = self.forward_tokens(x, pad_mask)
+        return self.norm(outs[-1])
+
+    def _take_indices(self, indices: Optional[Union[int, list[int]]]) -> list[int]:
+        """Blocks to return: the last ``n`` for an int, all for None, else those (negative from the end)."""
+        depth = len(self.blocks)
+        if indices is None:
+            return list(range(depth))
+        if isinstance(indices, int):
+            if not 0 < indices <= depth:
+                raise ValueError(f"ViT.forward_intermediates: indices={indices} must be in 1..{depth} blocks")
+            return list(range(depth - indices, depth))
+        out = [i % depth if -depth <= i < depth else None for i in indices]
+        if None in out or not out:
+            raise ValueError(f"ViT.forward_intermediates: indices {list(indices)} out of range for depth {depth}")
+        return out
+
+    def forward_intermediates(  # type: ignore[override]
+        self,
+        x: torch.Tensor,
+        indices: Optional[Union[int, list[int]]] = None,
+        return_prefix_tokens: bool = False,
+        norm: bool = False,
+        stop_early: bool = False,
+        output_fmt: str = "NCHW",
+        intermediates_only: bool = False,
+        output_dict: bool = False,
+        pad_mask: Optional[torch.Tensor] = None,
+    ) -> Union[list[Any], tuple[torch.Tensor, list[Any]], dict[str, Any]]:
+        """timm's ``forward_intermediates`` (same arguments and returns), run through this model's
+        blocks with their token layout, so window plans, local mixing and ``pad_mask`` apply.
+
+        ``indices``: the last n blocks if an int, all if None, else those blocks. Maps are
+        ``(B, D, h, w)`` (``NCHW``) or ``(B, h*w, D)`` (``NLC``).
+        """
+        if output_fmt not in ("NCHW", "NLC"):
+            raise ValueError(f"ViT.forward_intermediates: output_fmt must be NCHW or NLC, got {output_fmt!r}")
+        take = self._take_indices(indices)
+        max_index = max(take)
+        partial = stop_early or intermediates_only
+        outs, layout = self.forward_tokens(x, pad_mask, stop_at=max_index if partial else None)
+        P, (h, w), B = layout.num_prefix_tokens, layout.grid, x.shape[0]
+        picked = [self.norm(outs[i]) if norm else outs[i] for i in take]
+        prefix = [t[:, :P] for t in picked] if P else None
+        maps = [t[:, P:] for t in picked]
+        if output_fmt == "NCHW":
+            maps = [t.transpose(1, 2).reshape(B, -1, h, w) for t in maps]
+        if output_dict:
+            out: dict[str, Any] = {"image_intermediates": maps}
+            if prefix is not None and return_prefix_tokens:
+                out["image_intermediates_prefix"] = prefix
+            if not intermediates_only:
+                out["image_features"] = self.norm(outs[-1])
+            return out
+        if return_prefix_tokens and prefix is not None:
+            maps = list(zip(maps, prefix))
+        if intermediates_only:
+            return maps
+        return self.norm(outs[-1]), maps
