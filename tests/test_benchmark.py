@@ -10,7 +10,8 @@ import torch
 from hydra_dense.backbones import ViT
 from hydra_dense.bench import count_flops
 from hydra_dense.bench.backbone import attention_flop_shares
-from hydra_dense.bench.specs import InputSize, parse_devices, parse_size, plan_from_name
+from hydra_dense.attention import AttentionPlan
+from hydra_dense.bench.specs import InputSize, parse_devices, parse_size
 
 ROOT = Path(__file__).parent.parent
 REQUIRED = ["backbone", "attention", "height", "width", "frames", "tokens", "batch", "mode", "dtype", "ms_per_iter",
@@ -64,8 +65,8 @@ def test_spec_parsing_errors():
     with pytest.raises(ValueError, match="bad size '12a'"):
         parse_size("12a")
     with pytest.raises(ValueError, match="unknown plan 'flash'"):
-        plan_from_name("flash", 12)
-    assert plan_from_name("vitdet_hydra", 12).global_blocks == [2, 5, 8, 11]
+        AttentionPlan.from_name("flash", 12)
+    assert AttentionPlan.from_name("vitdet_hydra", 12).global_blocks == [2, 5, 8, 11]
     if not torch.cuda.is_available():
         with pytest.raises(ValueError, match="device 'cuda' is not present"):
             parse_devices("cuda")
@@ -98,3 +99,15 @@ def test_decode_level_compares_whole_file_and_seeking_decoding(tmp_path):
     proc = subprocess.run([sys.executable, str(ROOT / "tools" / "benchmark.py"), "--level", "decode", "--video",
                            str(tmp_path / "missing.mp4")], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2 and "missing.mp4 does not exist" in proc.stderr
+
+
+def test_plan_names_live_on_the_plan():
+    from hydra_dense.attention import LOCAL_NAMES
+
+    plan = AttentionPlan.from_name("hybrid4+dwc5", 12)
+    assert plan.resolve(12) == ["msa"] * 8 + ["hydra"] * 4 and plan.local == "dwc5"
+    assert AttentionPlan.from_name("hydra_at0.11", 12).resolve(12)[::11] == ["hydra", "hydra"]
+    names = AttentionPlan.names(12)
+    assert {"msa", "hybrid2", "vitdet_hydra"} <= set(names) and f"hydra+{LOCAL_NAMES[0]}" in names
+    with pytest.raises(ValueError, match="has no Hydra / linear block"):
+        AttentionPlan.from_name("msa+dwc3", 12)

@@ -35,7 +35,8 @@ from hydra_dense.bench.backbone import MODELS, PIPELINES, ROW_COLUMNS, BenchSett
 from hydra_dense.bench.detection import DETECTION_PIPELINES  # noqa: E402
 from hydra_dense.bench.op import OP_COLUMNS, bench_hydra_op  # noqa: E402
 from hydra_dense.bench.report import markdown_table, plot_backbone_rows, write_csv  # noqa: E402
-from hydra_dense.bench.specs import parse_devices, parse_dtype, parse_size, plan_from_name  # noqa: E402
+from hydra_dense.attention import AttentionPlan  # noqa: E402
+from hydra_dense.bench.specs import parse_devices, parse_dtype, parse_size  # noqa: E402
 
 SHOW = ["backbone", "attention", "height", "width", "frames", "tokens", "batch", "mode", "dtype", "device",
         "ms_per_iter", "throughput", "peak_mem_mb", "gflops", "attn_flop_share", "speedup_vs_msa",
@@ -87,7 +88,7 @@ def main(argv=None) -> int:
         sizes = [parse_size(s) for s in args.sizes.split(",") if s.strip()]
         plans = [p.strip() for p in args.plans.split(",") if p.strip()]
         for plan in plans:
-            plan_from_name(plan, 12)
+            AttentionPlan.from_name(plan, 12)
         task, _, inner = args.model.partition(":")
         pipelines = sorted(PIPELINES) + sorted(DETECTION_PIPELINES)
         if args.model not in MODELS and not (task in pipelines and (inner or "vit_base") in MODELS):

@@ -18,7 +18,7 @@ state dict initialises any of them: an MSA-pretrained ViT initialises a Hydra or
 from .modules import (ATTENTION_KINDS, AttentionKind, GlobalLinearAttention, HydraAttention, LinearAttention,
                       MSAttention, NoMixAttention, PlannedAttention, TokenLayout, WindowMSAttention, build_attention)
 from .ops import FUSED_MIN_NUMEL, HYDRA_EPS, KernelName, hydra_attention, hydra_attention_eager, linear_attention
-from .plan import LOCAL_KINDS, AttentionPlan
+from .plan import LOCAL_KINDS, LOCAL_NAMES, PLAN_NAMES, AttentionPlan
 
 __all__ = [
     "hydra_attention",
@@ -37,6 +37,8 @@ __all__ = [
     "build_attention",
     "ATTENTION_KINDS",
     "LOCAL_KINDS",
+    "PLAN_NAMES",
+    "LOCAL_NAMES",
     "KernelName",
     "HYDRA_EPS",
     "FUSED_MIN_NUMEL",

@@ -1,6 +1,7 @@
 """The attention plan: which attention (and local mixing) each transformer block runs."""
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Literal, Optional, Sequence, Union
 
@@ -8,9 +9,13 @@ from ..local_mixing import parse_local
 from .modules import ATTENTION_KINDS, AttentionKind
 from .ops import KernelName
 
-__all__ = ["AttentionPlan", "LOCAL_KINDS"]
+__all__ = ["AttentionPlan", "LOCAL_KINDS", "PLAN_NAMES", "LOCAL_NAMES"]
 
 LOCAL_KINDS = ("hydra", "linear")  # the kinds a plan's ``local`` branch applies to
+# the plan-name vocabulary of the tools (benchmark, compare, convert), see AttentionPlan.from_name
+PLAN_NAMES = ("msa", "hydra", "none", "hybrid<L>", "hydra_at<i>.<j>...", "vitdet_msa", "vitdet_hydra", "linear<H>")
+# every plan with Hydra / linear blocks also takes a local-mixing suffix: hydra+dwc3, hybrid4+dwc5, ...
+LOCAL_NAMES = ("dwc3", "dwc5", "dwc7", "dwc3_x", "dwc3_kv", "dwc3_2d")
 
 
 @dataclass
@@ -117,3 +122,45 @@ class AttentionPlan:
             counts.setdefault(k, []).append(i)
         return ", ".join(f"{k} x{len(v)}" if len(v) > depth // 2 or len(counts) == 1 else f"{k}@{v}"
                          for k, v in counts.items())
+
+    # ---- names used by the tools ----------------------------------------------------------------
+    @classmethod
+    def from_name(cls, name: str, depth: int, window_size: int = 14) -> "AttentionPlan":
+        """Plan names of the tools -> plans. ``hybrid<L>``: Hydra in the last L blocks; ``vitdet_*``:
+        windowed MSA with global blocks every depth/4 (2, 5, 8, 11 for depth 12) running MSA or Hydra;
+        ``linear<H>``: cosine linear attention with H heads; ``hydra_at0.1.11``: Hydra in blocks 0, 1 and 11
+        (MSA elsewhere). A ``+<local>`` suffix (``hydra+dwc3``,
+        ``hybrid4+dwc5``) adds local mixing (:mod:`hydra_dense.local_mixing`) to the Hydra / linear blocks."""
+        base, plus, local = name.partition("+")
+        plan = cls._from_base_name(base, depth, window_size)
+        if plus:
+            parse_local(local)
+            plan.local = local
+            if not any(plan.local_of(k) for k in plan.resolve(depth)):
+                raise ValueError(f"plan {name!r}: {base!r} has no Hydra / linear block for local mixing {local!r}")
+        return plan
+
+    @staticmethod
+    def names(depth: int = 12) -> list[str]:
+        """Plan names worth listing for a model of ``depth`` blocks (patterns ``hybrid<L>`` / ``linear<H>``
+        accept any L / H)."""
+        bases = ["msa", "hydra", "none", "hybrid<L>"] + [f"hybrid{n}" for n in (2, 4, 8) if n < depth] + ["hydra_at<i>.<j>..."]
+        bases += ["vitdet_msa", "vitdet_hydra", "linear<H>"]
+        with_local = [b for b in bases if b not in ("msa", "none", "vitdet_msa")]
+        return bases + [f"{b}+{loc}" for b in with_local for loc in LOCAL_NAMES]
+
+    @classmethod
+    def _from_base_name(cls, name: str, depth: int, window_size: int) -> "AttentionPlan":
+        glob = [i * depth // 4 + depth // 4 - 1 for i in range(4)]
+        if name in ("msa", "hydra", "none"):
+            return cls(default=name)  # type: ignore[arg-type]
+        if m := re.fullmatch(r"hybrid(\d+)", name):
+            return cls(default="msa", hydra_last=int(m.group(1)))
+        if m := re.fullmatch(r"hydra_at(\d+(?:\.\d+)*)", name):
+            return cls(default="msa", hydra_blocks=[int(i) for i in m.group(1).split(".")])
+        if name in ("vitdet_msa", "vitdet_hydra"):
+            return cls(window_size=window_size, global_blocks=glob, global_attention=name.split("_")[1])  # type: ignore[arg-type]
+        if m := re.fullmatch(r"linear(\d+)", name):
+            return cls(default="linear", linear_heads=int(m.group(1)))
+        raise ValueError(f"unknown plan {name!r}; choose from {', '.join(PLAN_NAMES)} (each with an optional "
+                         f"+<local> suffix: {', '.join(LOCAL_NAMES)})")

@@ -1,4 +1,6 @@
-"""Parsing benchmark specs: plan names, input sizes, dtypes, devices — with errors that name the value."""
+"""Parsing benchmark specs: input sizes, dtypes, devices — with errors that name the value.
+
+Plan names (``hybrid4+dwc3``, ``vitdet_hydra``, ...) are :meth:`AttentionPlan.from_name`."""
 from __future__ import annotations
 
 import re
@@ -7,13 +9,8 @@ from typing import Optional
 
 import torch
 
-from ..attention import AttentionPlan
+__all__ = ["InputSize", "parse_size", "parse_dtype", "parse_devices"]
 
-__all__ = ["InputSize", "parse_size", "plan_from_name", "plan_names", "PLAN_NAMES", "LOCAL_NAMES", "parse_dtype", "parse_devices"]
-
-PLAN_NAMES = ("msa", "hydra", "none", "hybrid<L>", "hydra_at<i>.<j>...", "vitdet_msa", "vitdet_hydra", "linear<H>")
-# every plan with Hydra / linear blocks also takes a local-mixing suffix: hydra+dwc3, hybrid4+dwc5, ...
-LOCAL_NAMES = ("dwc3", "dwc5", "dwc7", "dwc3_x", "dwc3_kv", "dwc3_2d")
 _ALIASES = {"1080p": "1080x1920", "720p": "720x1280", "4k": "2160x3840"}
 
 
@@ -44,49 +41,6 @@ def parse_size(text: str) -> InputSize:
     if len(parts) == 2:
         return InputSize(parts[0], parts[1])
     return InputSize(parts[1], parts[2], parts[0])
-
-
-def plan_from_name(name: str, depth: int, window_size: int = 14) -> AttentionPlan:
-    """Benchmark plan names -> plans. ``hybrid<L>``: Hydra in the last L blocks; ``vitdet_*``:
-    windowed MSA with global blocks every depth/4 (2, 5, 8, 11 for depth 12) running MSA or Hydra;
-    ``linear<H>``: cosine linear attention with H heads; ``hydra_at0.1.11``: Hydra in blocks 0, 1 and 11
-    (MSA elsewhere). A ``+<local>`` suffix (``hydra+dwc3``,
-    ``hybrid4+dwc5``) adds local mixing (:mod:`hydra_dense.local_mixing`) to the Hydra / linear blocks."""
-    base, plus, local = name.partition("+")
-    plan = _base_plan(base, depth, window_size)
-    if plus:
-        from ..local_mixing import parse_local
-
-        parse_local(local)
-        plan.local = local
-        if not any(plan.local_of(k) for k in plan.resolve(depth)):
-            raise ValueError(f"plan {name!r}: {base!r} has no Hydra / linear block for local mixing {local!r}")
-    return plan
-
-
-def plan_names(depth: int = 12) -> list[str]:
-    """Plan names worth listing for a model of ``depth`` blocks (patterns ``hybrid<L>`` / ``linear<H>``
-    accept any L / H)."""
-    bases = ["msa", "hydra", "none", "hybrid<L>"] + [f"hybrid{n}" for n in (2, 4, 8) if n < depth] + ["hydra_at<i>.<j>..."]
-    bases += ["vitdet_msa", "vitdet_hydra", "linear<H>"]
-    with_local = [b for b in bases if b not in ("msa", "none", "vitdet_msa")]
-    return bases + [f"{b}+{loc}" for b in with_local for loc in LOCAL_NAMES]
-
-
-def _base_plan(name: str, depth: int, window_size: int) -> AttentionPlan:
-    glob = [i * depth // 4 + depth // 4 - 1 for i in range(4)]
-    if name in ("msa", "hydra", "none"):
-        return AttentionPlan(default=name)  # type: ignore[arg-type]
-    if m := re.fullmatch(r"hybrid(\d+)", name):
-        return AttentionPlan(default="msa", hydra_last=int(m.group(1)))
-    if m := re.fullmatch(r"hydra_at(\d+(?:\.\d+)*)", name):
-        return AttentionPlan(default="msa", hydra_blocks=[int(i) for i in m.group(1).split(".")])
-    if name in ("vitdet_msa", "vitdet_hydra"):
-        return AttentionPlan(window_size=window_size, global_blocks=glob, global_attention=name.split("_")[1])  # type: ignore[arg-type]
-    if m := re.fullmatch(r"linear(\d+)", name):
-        return AttentionPlan(default="linear", linear_heads=int(m.group(1)))
-    raise ValueError(f"unknown plan {name!r}; choose from {', '.join(PLAN_NAMES)} (each with an optional "
-                     f"+<local> suffix: {', '.join(LOCAL_NAMES)})")
 
 
 def parse_dtype(name: str) -> torch.dtype:

@@ -74,14 +74,14 @@ def build_run(config: Path, overrides: list[str], root_dir: Path, plan_name: Opt
     """``(cli, model, datamodule, trainer)`` of ``config`` + ``overrides``, the backbone switched to
     ``plan_name`` (weights kept) and then, when given, loaded from ``weights`` (a converted
     checkpoint: loaded after the plan switch so its local-mixing tensors find their modules)."""
-    from ..bench.specs import plan_from_name
+    from ..attention import AttentionPlan
     from ..cli import main as cli_main
 
     args = ["--config", str(config), *overrides, f"--trainer.default_root_dir={root_dir}"]
     cli = cli_main(args=args, run=False)
     model = cli.model
     if plan_name is not None:
-        model.backbone.set_plan(plan_from_name(plan_name, len(model.backbone.blocks)))
+        model.backbone.set_plan(AttentionPlan.from_name(plan_name, len(model.backbone.blocks)))
     if weights is not None:
         from ..backbones.checkpoint import load_pretrained
 

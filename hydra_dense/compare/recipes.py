@@ -1,6 +1,6 @@
 """Recipe names of the comparison: an attention plan, optional local mixing, optional conversion.
 
-    msa | hydra | hybrid4 | vitdet_hydra | linear12 ...      the plan (hydra_dense.bench.specs)
+    msa | hydra | hybrid4 | vitdet_hydra | linear12 ...      the plan (AttentionPlan.from_name)
     hydra+dwc3 | hybrid8+dwc5 ...                            + local mixing in the Hydra blocks
     hydra+dwc3@converted                                     the backbone converted from the MSA
                                                              weights first (hydra_dense.convert)
@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import Optional
 
 from ..attention import AttentionPlan
-from ..bench.specs import plan_from_name, plan_names
 
 __all__ = ["Recipe", "parse_recipes", "recipe_names", "CONVERTED"]
 
@@ -31,7 +30,7 @@ class Recipe:
     def plan(self, depth: int) -> AttentionPlan:
         if self.plan_name is None:
             raise ValueError(f"recipe {self.name!r} is a backbone file, not a plan")
-        return plan_from_name(self.plan_name, depth)
+        return AttentionPlan.from_name(self.plan_name, depth)
 
 
 def parse_recipes(plans: Optional[str], backbones: Optional[str] = None, depth: int = 12) -> list[Recipe]:
@@ -46,7 +45,7 @@ def parse_recipes(plans: Optional[str], backbones: Optional[str] = None, depth: 
     out = []
     for name in [p.strip() for p in (plans or "").split(",") if p.strip()]:
         base, converted = (name[: -len(CONVERTED)], True) if name.endswith(CONVERTED) else (name, False)
-        plan = plan_from_name(base, depth)  # raises naming the bad plan
+        plan = AttentionPlan.from_name(base, depth)  # raises naming the bad plan
         if converted and not any(k != "msa" for k in plan.resolve(depth)):
             raise ValueError(f"--plans: {name!r}: conversion needs a plan with non-MSA blocks")
         out.append(Recipe(name, base, converted=converted))
@@ -59,5 +58,5 @@ def parse_recipes(plans: Optional[str], backbones: Optional[str] = None, depth: 
 
 def recipe_names(depth: int = 12) -> list[str]:
     """Every accepted name (``<L>`` / ``<H>`` stand for any number), for ``--list-plans``."""
-    names = plan_names(depth)
+    names = AttentionPlan.names(depth)
     return names + [n + CONVERTED for n in names if n not in ("msa", "none", "vitdet_msa")]
