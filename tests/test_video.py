@@ -197,3 +197,23 @@ def test_an_empty_list_file_and_ignored_files_are_reported(tmp_path, caplog):
     dm = VideoDataModule(str(tmp_path), num_frames=2, frame_stride=1, size=16, short_side=16, val_split="train")
     dm.setup("fit")
     assert dm.data_report() == "train: 2 file(s) ignored (not a video), e.g. b.mpg, notes.txt"
+
+
+def test_mixup_and_cutmix_on_clips_mix_the_targets_by_what_they_mixed():
+    torch.manual_seed(0)
+    backbone = VideoViT(None, embed_dim=32, depth=1, num_heads=2, patch_size=8, num_frames=4, img_size=32)
+    clips, y = torch.randn(4, 3, 4, 32, 32), torch.tensor([0, 1, 2, 0])
+    onehot = torch.nn.functional.one_hot(y, 3).float()
+    mixed, soft = VideoClassificationTask(backbone, num_classes=3, mixup_alpha=0.8)._mix(clips, y)
+    lam = soft[1, 1]  # sample 1 (class 1) is mixed with sample 0 (class 0)
+    torch.testing.assert_close(soft, lam * onehot + (1 - lam) * onehot.roll(1, 0))
+    torch.testing.assert_close(mixed, lam * clips + (1 - lam) * clips.roll(1, 0))
+    mixed, soft = VideoClassificationTask(backbone, num_classes=3, cutmix_alpha=1.0)._mix(clips, y)
+    changed = (mixed != clips).any(0).any(0)  # (T, H, W)
+    assert all(torch.equal(changed[0], f) for f in changed)  # one box, the same in every frame
+    rows, cols = changed[0].any(1).nonzero().flatten(), changed[0].any(0).nonzero().flatten()
+    box = (slice(int(rows.min()), int(rows.max()) + 1), slice(int(cols.min()), int(cols.max()) + 1))
+    assert changed[0][box].all() and changed[0].sum() == changed[0][box].numel()
+    torch.testing.assert_close(mixed[..., box[0], box[1]], clips.roll(1, 0)[..., box[0], box[1]])
+    lam = 1 - changed[0].float().mean()
+    torch.testing.assert_close(soft, lam * onehot + (1 - lam) * onehot.roll(1, 0))

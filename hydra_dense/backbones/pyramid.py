@@ -11,18 +11,25 @@ from timm.layers import LayerNorm2d
 __all__ = ["SimpleFeaturePyramid", "ViTWithPyramid", "MultiLevelRescale"]
 
 
-def _scale_stage(dim: int, scale: float) -> tuple[nn.Module, int]:
-    """Resample a stride-p map by ``scale`` (4, 2, 1, 0.5); returns the layers and out channels."""
+def _scale_stage(dim: int, scale: float, halve_channels: bool = True, norm_layer: type = LayerNorm2d,
+                 owner: str = "SimpleFeaturePyramid") -> tuple[nn.Module, int]:
+    """Resample a stride-p map by ``scale`` (4, 2, 1, 0.5); returns the layers and out channels.
+
+    Upsampling is transposed convolutions (two, with a norm and GELU between, for 4x), which halve
+    the channels at each step as in ViTDet, or keep them (``halve_channels=False``) as in BEiT's
+    neck; downsampling is 2x2 max pooling."""
+    step = (lambda c: c // 2) if halve_channels else (lambda c: c)
     if scale == 4.0:
-        return nn.Sequential(nn.ConvTranspose2d(dim, dim // 2, 2, 2), LayerNorm2d(dim // 2), nn.GELU(),
-                             nn.ConvTranspose2d(dim // 2, dim // 4, 2, 2)), dim // 4
+        mid = step(dim)
+        return nn.Sequential(nn.ConvTranspose2d(dim, mid, 2, 2), norm_layer(mid), nn.GELU(),
+                             nn.ConvTranspose2d(mid, step(mid), 2, 2)), step(mid)
     if scale == 2.0:
-        return nn.ConvTranspose2d(dim, dim // 2, 2, 2), dim // 2
+        return nn.ConvTranspose2d(dim, step(dim), 2, 2), step(dim)
     if scale == 1.0:
         return nn.Identity(), dim
     if scale == 0.5:
         return nn.MaxPool2d(2, 2), dim
-    raise ValueError(f"SimpleFeaturePyramid: scale {scale} not supported; use 4, 2, 1 or 0.5")
+    raise ValueError(f"{owner}: scale {scale} not supported; use 4, 2, 1 or 0.5")
 
 
 class SimpleFeaturePyramid(nn.Module):
@@ -123,19 +130,8 @@ class MultiLevelRescale(nn.Module):
 
     def __init__(self, channels: int, scales: Sequence[float] = (4.0, 2.0, 1.0, 0.5)) -> None:
         super().__init__()
-        ops = []
-        for s in scales:
-            if s == 4.0:
-                ops.append(nn.Sequential(nn.ConvTranspose2d(channels, channels, 2, 2), nn.BatchNorm2d(channels),
-                                         nn.GELU(), nn.ConvTranspose2d(channels, channels, 2, 2)))
-            elif s == 2.0:
-                ops.append(nn.ConvTranspose2d(channels, channels, 2, 2))
-            elif s == 1.0:
-                ops.append(nn.Identity())
-            elif s == 0.5:
-                ops.append(nn.MaxPool2d(2, 2))
-            else:
-                raise ValueError(f"MultiLevelRescale: scale {s} not supported; use 4, 2, 1 or 0.5")
+        ops = [_scale_stage(channels, float(s), halve_channels=False, norm_layer=nn.BatchNorm2d,
+                            owner="MultiLevelRescale")[0] for s in scales]
         self.ops = nn.ModuleList(ops)
         self.scales = list(scales)
 

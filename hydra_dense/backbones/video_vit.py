@@ -18,7 +18,8 @@ from timm.layers import DropPath, trunc_normal_
 
 from ..attention import AttentionPlan, MSAttention, TokenLayout
 from .blocks import PlannedBlock, swap_attention
-from .vit import VIT_SIZES, PlanLike
+from .sizes import vit_dims
+from .vit import PlanLike
 
 __all__ = ["VideoViT", "DividedSpaceTimeBlock"]
 
@@ -95,12 +96,7 @@ class VideoViT(nn.Module):
         pretrained_image: Optional[str] = None,
     ) -> None:
         super().__init__()
-        if size is not None and size not in VIT_SIZES:
-            raise ValueError(f"VideoViT: unknown size {size!r}; choose from {sorted(VIT_SIZES)}")
-        dims = dict(VIT_SIZES[size]) if size is not None else {}
-        dims.update({k: v for k, v in (("embed_dim", embed_dim), ("depth", depth), ("num_heads", num_heads)) if v is not None})
-        if {"embed_dim", "depth", "num_heads"} - set(dims):
-            raise ValueError("VideoViT: size=None needs embed_dim, depth and num_heads")
+        dims = vit_dims(size, embed_dim, depth, num_heads, "VideoViT")
         if layout not in ("joint", "divided"):
             raise ValueError(f"VideoViT: layout must be 'joint' or 'divided', got {layout!r}")
         D, depth_ = dims["embed_dim"], dims["depth"]

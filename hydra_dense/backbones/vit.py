@@ -17,15 +17,10 @@ from timm.models.vision_transformer import VisionTransformer
 
 from ..attention import AttentionPlan, MSAttention, TokenLayout
 from .blocks import PlannedBlock, swap_attention
+from .sizes import VIT_SIZES, vit_dims
 
 __all__ = ["ViT", "VIT_SIZES", "PlanLike"]
 
-VIT_SIZES: dict[str, dict[str, int]] = {
-    "tiny": dict(embed_dim=192, depth=12, num_heads=3),
-    "small": dict(embed_dim=384, depth=12, num_heads=6),
-    "base": dict(embed_dim=768, depth=12, num_heads=12),
-    "large": dict(embed_dim=1024, depth=24, num_heads=16),
-}
 PlanLike = Union[AttentionPlan, str, list]
 
 
@@ -83,17 +78,7 @@ class ViT(VisionTransformer):
         pretrained: Optional[str] = None,
         pretrained_strict: bool = False,
     ) -> None:
-        if size is not None and size not in VIT_SIZES:
-            raise ValueError(f"ViT: unknown size {size!r}; choose from {sorted(VIT_SIZES)} or give embed_dim/depth/num_heads")
-        dims = dict(VIT_SIZES[size]) if size is not None else {}
-        for key, val in (("embed_dim", embed_dim), ("depth", depth), ("num_heads", num_heads)):
-            if val is not None:
-                dims[key] = val
-        missing = {"embed_dim", "depth", "num_heads"} - set(dims)
-        if missing:
-            raise ValueError(f"ViT: size=None needs {sorted(missing)}")
-        if dims["embed_dim"] % dims["num_heads"]:
-            raise ValueError(f"ViT: embed_dim {dims['embed_dim']} is not divisible by num_heads {dims['num_heads']}")
+        dims = vit_dims(size, embed_dim, depth, num_heads, "ViT")
         super().__init__(
             img_size=img_size, patch_size=patch_size, in_chans=in_chans, num_classes=0, global_pool="",
             mlp_ratio=mlp_ratio, qkv_bias=qkv_bias, qk_norm=qk_norm, init_values=init_values,

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import logging
 import warnings
+from pathlib import Path
 from typing import Callable, Optional
 
 import lightning as L
@@ -39,6 +40,14 @@ class SplitDataModule(L.LightningDataModule):
 
     def collate_fn(self) -> Callable:
         raise NotImplementedError
+
+    @staticmethod
+    def dataset_root(root: str | Path) -> Path:
+        """``data.root`` as a path (``~`` expanded); an error naming it when it is not a folder."""
+        path = Path(root).expanduser()
+        if not path.is_dir():
+            raise FileNotFoundError(f"data.root: dataset folder {path} does not exist")
+        return path
 
     def _world(self) -> tuple[int, int]:
         trainer = getattr(self, "trainer", None)

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import logging
 import random
-from pathlib import Path
 from typing import Any, Literal, Optional
 
 import numpy as np
@@ -192,9 +191,7 @@ class DetectionDataModule(SplitDataModule):
         # num_classes is only checked here; kept out of hparams so an unset one does not clash with
         # the model's in Lightning's hparams merge (the model checks its own against the data)
         self.save_hyperparameters(ignore=["num_classes"])
-        self.root = Path(root).expanduser()
-        if not self.root.is_dir():
-            raise FileNotFoundError(f"data.root: dataset folder {self.root} does not exist")
+        self.root = self.dataset_root(root)
         if format not in ("coco", "voc"):
             raise ValueError(f"data.format: unknown format {format!r}; choose coco or voc")
         self.datasets: dict[str, DetectionDataset] = {}

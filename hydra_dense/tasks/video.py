@@ -9,6 +9,8 @@ import torch.nn.functional as F
 from torch import nn
 from torchmetrics import MetricCollection
 from torchmetrics.classification import MulticlassAccuracy
+from torchvision import tv_tensors
+from torchvision.transforms import v2
 
 from .names import check_class_count
 from .optim import make_optimizer
@@ -56,6 +58,9 @@ class VideoClassificationTask(L.LightningModule):
         k = min(5, num_classes)
         base = MetricCollection({"top1": MulticlassAccuracy(num_classes, top_k=1, average="micro"),
                                  f"top{k}": MulticlassAccuracy(num_classes, top_k=k, average="micro")})
+        mixers = ([v2.MixUp(alpha=mixup_alpha, num_classes=num_classes)] if mixup_alpha > 0 else []) + \
+            ([v2.CutMix(alpha=cutmix_alpha, num_classes=num_classes)] if cutmix_alpha > 0 else [])
+        self._mixer = v2.RandomChoice(mixers) if mixers else None
         self.val_metrics = base.clone(prefix="val_")
         self.test_metrics = base.clone(prefix="test_")
 
@@ -64,27 +69,13 @@ class VideoClassificationTask(L.LightningModule):
         return self.head(self.fc_norm(self.backbone(clips)))
 
     def _mix(self, clips: torch.Tensor, target: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Mixup / CutMix on clips (the CutMix box is the same in every frame); soft targets."""
-        h = self.hparams
-        soft = F.one_hot(target, h.num_classes).float()
-        use = [a for a in (("mixup", h.mixup_alpha), ("cutmix", h.cutmix_alpha)) if a[1] > 0]
-        if not use or clips.shape[0] < 2:
-            return clips, soft
-        kind, alpha = use[int(torch.randint(len(use), (1,)))]
-        lam = float(torch.distributions.Beta(alpha, alpha).sample())
-        perm = torch.randperm(clips.shape[0], device=clips.device)
-        if kind == "mixup":
-            clips = lam * clips + (1 - lam) * clips[perm]
-        else:
-            H, W = clips.shape[-2:]
-            ch, cw = int(H * (1 - lam) ** 0.5), int(W * (1 - lam) ** 0.5)
-            cy, cx = int(torch.randint(H, (1,))), int(torch.randint(W, (1,)))
-            y1, y2 = max(cy - ch // 2, 0), min(cy + ch // 2, H)
-            x1, x2 = max(cx - cw // 2, 0), min(cx + cw // 2, W)
-            clips = clips.clone()
-            clips[..., y1:y2, x1:x2] = clips[perm][..., y1:y2, x1:x2]
-            lam = 1 - (y2 - y1) * (x2 - x1) / (H * W)
-        return clips, lam * soft + (1 - lam) * soft[perm]
+        """Mixup or CutMix (one, drawn per batch) on clips ``(B, C, T, H, W)``, by torchvision's
+        v2 transforms; the CutMix box is the same in every frame. Returns soft targets ``(B, K)``."""
+        if self._mixer is None or clips.shape[0] < 2:
+            return clips, F.one_hot(target, self.hparams.num_classes).float()
+        video = tv_tensors.Video(clips.transpose(1, 2))  # torchvision's video layout: (B, T, C, H, W)
+        mixed, soft = self._mixer(video, target)
+        return mixed.as_subclass(torch.Tensor).transpose(1, 2), soft
 
     def training_step(self, batch, batch_idx: int) -> Optional[torch.Tensor]:
         if batch is None:

