@@ -23,7 +23,6 @@ from datetime import timedelta
 from typing import Any, Optional
 
 import lightning as L
-from lightning.pytorch.callbacks import Callback
 from lightning.pytorch.cli import LightningCLI
 from lightning.pytorch.utilities import rank_zero_info
 
@@ -57,20 +56,28 @@ class HydraDenseCLI(LightningCLI):
                      if ln.strip() and not any(n in ln for n in noise)]
             self.parser.error("\n  ".join(lines) if lines else str(err))
 
-    def _instantiate_trainer(self, config: dict[str, Any], callbacks: list[Callback]) -> L.Trainer:
-        callbacks = list(callbacks) + [RNGStateCheckpoint(), StepBoundaryRequeue(), DataReport()]
-        every_steps = self._get(self.config, "checkpoint_every_n_steps")
-        every_min = self._get(self.config, "checkpoint_every_minutes")
-        if config.get("enable_checkpointing", True) is not False and (every_steps or every_min):
+    def _option(self, key: str, default: Any = None) -> Any:
+        """A parsed, instantiated option of this run (under its subcommand when there is one)."""
+        cfg = self.config_init
+        return cfg.get(str(self.subcommand), cfg).get(key, default)
+
+    def instantiate_trainer(self, **kwargs: Any) -> L.Trainer:
+        """The trainer, with this toolkit's callbacks after the config's own and the atomic
+        checkpoint writer unless the config names a checkpoint plugin."""
+        trainer_cfg = self._option("trainer", {})
+        callbacks = trainer_cfg.get("callbacks") or []
+        callbacks = list(callbacks) if isinstance(callbacks, (list, tuple)) else [callbacks]
+        callbacks += [RNGStateCheckpoint(), StepBoundaryRequeue(), DataReport()]
+        every_steps, every_min = self._option("checkpoint_every_n_steps"), self._option("checkpoint_every_minutes")
+        if trainer_cfg.get("enable_checkpointing", True) is not False and (every_steps or every_min):
             callbacks.append(PeriodicLastCheckpoint(
                 every_n_train_steps=every_steps or None,
                 train_time_interval=None if every_steps else timedelta(minutes=every_min)))
-        plugins = config.get("plugins") or []
+        plugins = trainer_cfg.get("plugins") or []
         plugins = list(plugins) if isinstance(plugins, (list, tuple)) else [plugins]
         if not any(hasattr(p, "save_checkpoint") for p in plugins):
             plugins.append(AtomicCheckpointIO())
-        config["plugins"] = plugins
-        return super()._instantiate_trainer(config, callbacks)
+        return super().instantiate_trainer(**{"callbacks": callbacks, "plugins": plugins, **kwargs})
 
     def _resolve_ckpt_path(self, subcommand: str) -> None:
         """``last`` -> the newest resumable checkpoint under the run's root; any path -> checked now."""
@@ -92,9 +99,18 @@ class HydraDenseCLI(LightningCLI):
             path = cfg["ckpt_path"] = str(found)
         check_checkpoint_matches(self.model, path)
 
-    def _run_subcommand(self, subcommand: str) -> None:
-        self._resolve_ckpt_path(subcommand)
-        super()._run_subcommand(subcommand)
+    # LightningCLI calls before_<subcommand> ahead of the trainer method, before it reads ckpt_path
+    def before_fit(self) -> None:
+        self._resolve_ckpt_path("fit")
+
+    def before_validate(self) -> None:
+        self._resolve_ckpt_path("validate")
+
+    def before_test(self) -> None:
+        self._resolve_ckpt_path("test")
+
+    def before_predict(self) -> None:
+        self._resolve_ckpt_path("predict")
 
 
 class _ParseOnlyCLI(HydraDenseCLI):
@@ -110,7 +126,7 @@ def parse_config(args: list[str]):
 
 def main(args: Optional[list[str]] = None, run: bool = True,
          cli_class: type[HydraDenseCLI] = HydraDenseCLI) -> HydraDenseCLI:
-    return cli_class(
+    cli = cli_class(
         model_class=L.LightningModule,
         datamodule_class=L.LightningDataModule,
         subclass_mode_model=True,
@@ -120,6 +136,19 @@ def main(args: Optional[list[str]] = None, run: bool = True,
         run=run,
         auto_configure_optimizers=False,
     )
+    if run:
+        _close_process_group()
+    return cli
+
+
+def _close_process_group() -> None:
+    """Close the process group a finished run leaves open (under torchrun Lightning does not own
+    it): left to interpreter teardown, gloo's threads have aborted a finished rank (SIGABRT,
+    "terminate called without an active exception") and failed the whole job."""
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():
+        dist.destroy_process_group()
 
 
 if __name__ == "__main__":

@@ -231,3 +231,19 @@ def test_bf16_mixed_training_step(digits, tmp_path):
     trainer.fit(task, datamodule=digit_dm(digits))
     assert trainer.global_step == 2
     assert torch.isfinite(trainer.callback_metrics["train_loss"])
+
+
+def test_the_padding_aware_rpn_keeps_torchvisions_settings_and_state():
+    from torchvision.models.detection import FasterRCNN
+
+    from hydra_dense.heads.detection import PaddingAwareRPN
+
+    task = tiny_task("faster_rcnn")
+    rpn = task.detector.rpn
+    reference = FasterRCNN(task.detector.backbone, 11, rpn_batch_size_per_image=256).rpn  # torchvision's own
+    assert type(rpn) is PaddingAwareRPN
+    for get in (lambda r: (r.proposal_matcher.high_threshold, r.proposal_matcher.low_threshold),
+                lambda r: (r.fg_bg_sampler.batch_size_per_image, r.fg_bg_sampler.positive_fraction),
+                lambda r: (r._pre_nms_top_n, r._post_nms_top_n, r.nms_thresh, r.score_thresh, r.min_size)):
+        assert get(rpn) == get(reference)
+    assert set(rpn.state_dict()) == set(reference.state_dict())

@@ -9,7 +9,11 @@ from typing import Callable, Optional
 import lightning as L
 import numpy as np
 import torch
-from lightning.pytorch.overrides.distributed import UnrepeatedDistributedSampler
+try:  # not re-exported at the top level; this path holds for lightning 2.4-2.6 (setup.cfg's range)
+    from lightning.pytorch.overrides.distributed import UnrepeatedDistributedSampler
+except ImportError as err:  # pragma: no cover - a lightning outside the tested range
+    raise ImportError(f"hydra_dense needs lightning's UnrepeatedDistributedSampler, which lightning {L.__version__} "
+                      "does not have at lightning.pytorch.overrides.distributed; install lightning>=2.4,<2.7") from err
 from PIL import Image, ImageOps
 from torch.utils.data import DataLoader, Dataset
 

@@ -22,12 +22,12 @@ import random
 from typing import Any, Literal, Optional
 
 import numpy as np
+import PIL.Image
 import torch
 from torch.utils.data import Dataset
 from torchvision import tv_tensors
 from torchvision.transforms import v2
 from torchvision.transforms.v2 import functional as TF
-from torchvision.transforms.v2._utils import query_size
 
 from .base import SkipCounter, SplitDataModule, read_image
 from .detection_formats import CocoAnnotations, ImageRecord, decode_segmentation, read_coco, read_voc
@@ -53,12 +53,17 @@ class RandomCropUpTo(v2.Transform):
         self.min_visible = float(min_visible)
 
     def make_params(self, flat_inputs: list[Any]) -> dict[str, Any]:
-        h, w = query_size(flat_inputs)
+        # the inputs this transform acts on: images (tv_tensor, plain tensor or PIL), masks, boxes (their canvas)
+        sizes = {tuple(TF.get_size(x)) for x in flat_inputs if type(x) is torch.Tensor or isinstance(
+            x, (tv_tensors.Image, tv_tensors.Video, tv_tensors.Mask, tv_tensors.BoundingBoxes, PIL.Image.Image))}
+        if len(sizes) != 1:
+            raise ValueError(f"RandomCropUpTo: expected one image size among the inputs, got {sorted(sizes)}")
+        h, w = sizes.pop()
         ch, cw = min(self.size, h), min(self.size, w)
         return dict(top=random.randint(0, h - ch), left=random.randint(0, w - cw), height=ch, width=cw)
 
     def transform(self, inpt: Any, params: dict[str, Any]) -> Any:
-        out = self._call_kernel(TF.crop, inpt, **params)
+        out = TF.crop(inpt, **params)  # dispatches on the tv_tensor type (boxes keep their canvas)
         if self.min_visible > 0 and isinstance(inpt, tv_tensors.BoundingBoxes) and len(inpt):
             xyxy = TF.convert_bounding_box_format(inpt, new_format=tv_tensors.BoundingBoxFormat.XYXY)
             before = (xyxy[:, 2] - xyxy[:, 0]) * (xyxy[:, 3] - xyxy[:, 1])

@@ -9,7 +9,7 @@ and an image padded inside a batch gives the same detections as the image alone.
 from __future__ import annotations
 
 from collections import OrderedDict
-from typing import Literal, Optional, Sequence
+from typing import Any, Literal, Optional, Sequence
 
 import torch
 from torch import nn
@@ -97,6 +97,22 @@ class PaddingAwareRPN(RegionProposalNetwork):
         return [b[k] for b, k in zip(final_boxes, keep)], [s[k] for s, k in zip(final_scores, keep)]
 
 
+def _padding_aware_rpn(rpn: RegionProposalNetwork, **settings: Any) -> PaddingAwareRPN:
+    """A :class:`PaddingAwareRPN` with ``rpn``'s anchor generator and head (so the same state dict
+    keys) and FasterRCNN's own ``rpn_*`` defaults, read from its signature, overridden by
+    ``settings`` (the ``rpn_*`` arguments this module passes to FasterRCNN)."""
+    import inspect
+
+    s = {k: p.default for k, p in inspect.signature(FasterRCNN.__init__).parameters.items() if k.startswith("rpn_")}
+    s.update(settings)
+    return PaddingAwareRPN(
+        rpn.anchor_generator, rpn.head, fg_iou_thresh=s["rpn_fg_iou_thresh"], bg_iou_thresh=s["rpn_bg_iou_thresh"],
+        batch_size_per_image=s["rpn_batch_size_per_image"], positive_fraction=s["rpn_positive_fraction"],
+        pre_nms_top_n=dict(training=s["rpn_pre_nms_top_n_train"], testing=s["rpn_pre_nms_top_n_test"]),
+        post_nms_top_n=dict(training=s["rpn_post_nms_top_n_train"], testing=s["rpn_post_nms_top_n_test"]),
+        nms_thresh=s["rpn_nms_thresh"], score_thresh=s["rpn_score_thresh"])
+
+
 def _anchor_generator(sizes: Sequence[int], ratios: Sequence[float], octaves: int) -> AnchorGenerator:
     per_level = tuple(tuple(int(round(s * 2 ** (i / octaves))) for i in range(octaves)) for s in sizes)
     return AnchorGenerator(per_level, (tuple(ratios),) * len(sizes))
@@ -144,7 +160,7 @@ def build_detector(
             model = MaskRCNN(backbone, K, mask_roi_pool=MultiScaleRoIAlign(roi_levels, 14, 2), **common)
         else:
             model = FasterRCNN(backbone, K, **common)
-        model.rpn.__class__ = PaddingAwareRPN  # same state, one overridden method
+        model.rpn = _padding_aware_rpn(model.rpn, rpn_batch_size_per_image=rpn_batch_size_per_image)
     elif kind == "retinanet":
         model = RetinaNet(backbone, K, anchor_generator=_anchor_generator(sizes, aspect_ratios, 3),
                           detections_per_img=detections_per_img, score_thresh=score_thresh, min_size=min_size,

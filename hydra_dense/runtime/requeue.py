@@ -10,6 +10,16 @@ from lightning.pytorch.plugins.environments import SLURMEnvironment
 __all__ = ["StepBoundaryRequeue"]
 
 
+def _cluster_environment(trainer: L.Trainer) -> Optional[Any]:
+    """The run's cluster environment: public on multi-process strategies; a single-device run
+    keeps it only on the trainer's accelerator connector (Lightning 2.4-2.6, tested), so a
+    Lightning without it gets None (Lightning's own, undeferred requeue handler then applies)."""
+    env = getattr(trainer.strategy, "cluster_environment", None)
+    if env is None:
+        env = getattr(getattr(trainer, "_accelerator_connector", None), "cluster_environment", None)
+    return env
+
+
 class StepBoundaryRequeue(L.Callback):
     """Defers Lightning's SLURM requeue handler (save ``hpc_ckpt_N.ckpt``, ``scontrol requeue``) to
     the end of a training step.
@@ -27,7 +37,7 @@ class StepBoundaryRequeue(L.Callback):
         self._requested = False
 
     def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        env = trainer._accelerator_connector.cluster_environment
+        env = _cluster_environment(trainer)
         if not (isinstance(env, SLURMEnvironment) and env.auto_requeue and env.requeue_signal is not None):
             return
         self._signal = env.requeue_signal

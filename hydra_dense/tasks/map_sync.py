@@ -31,7 +31,7 @@ def gather_map_states(metric: MeanAveragePrecision, indices: Sequence[int]) -> N
 
     if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() == 1:
         return
-    names = list(metric._defaults)
+    names = list(metric.metric_state)
     local = (list(indices), {n: _cpu(getattr(metric, n)) for n in names})
     parts: list = [None] * dist.get_world_size()
     dist.all_gather_object(parts, local)
