@@ -17,7 +17,6 @@ inside. Written in the COCO layout the user's data would have::
 """
 from __future__ import annotations
 
-import argparse
 import io
 import json
 import zipfile
@@ -28,7 +27,7 @@ import numpy as np
 from PIL import Image
 
 from .detection_formats import read_voc
-from .sources import cache_dir, wheel_path
+from .sources import cache_dir, demo_parser, wheel_path
 
 __all__ = ["prepare", "default_root", "DEEPFOREST"]
 
@@ -114,10 +113,8 @@ def prepare(root: Optional[str | Path] = None, tile: int = 320, val_fraction: fl
 
 
 def main(argv: Optional[list[str]] = None) -> None:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--root", help=f"output folder (default {default_root()})")
+    p = demo_parser(__doc__, default_root())
     p.add_argument("--tile", type=int, default=320)
-    p.add_argument("--force", action="store_true")
     args = p.parse_args(argv)
     root = prepare(args.root, tile=args.tile, force=args.force)
     for split in ("train", "val"):

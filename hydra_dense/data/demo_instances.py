@@ -13,7 +13,6 @@ Digits with fewer than ``min_pixels`` visible pixels are left out. Layout::
 """
 from __future__ import annotations
 
-import argparse
 import json
 from pathlib import Path
 from typing import Optional
@@ -22,7 +21,7 @@ import numpy as np
 from PIL import Image
 
 from .demo_segmentation import CLASSES, _scene
-from .sources import cache_dir, load_mnist_5k
+from .sources import cache_dir, demo_parser, load_mnist_5k
 
 __all__ = ["prepare", "default_root", "mask_to_rle"]
 
@@ -89,9 +88,7 @@ def prepare(root: Optional[str | Path] = None, n_train: int = 400, n_val: int = 
 
 
 def main(argv: Optional[list[str]] = None) -> None:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--root", help=f"output folder (default {default_root()})")
-    p.add_argument("--force", action="store_true")
+    p = demo_parser(__doc__, default_root())
     args = p.parse_args(argv)
     print(prepare(args.root, force=args.force))
 

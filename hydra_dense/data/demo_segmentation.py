@@ -15,7 +15,6 @@ so the demo runs exactly the code path a user's ADE20K does. Preparing twice doe
 """
 from __future__ import annotations
 
-import argparse
 import json
 from pathlib import Path
 from typing import Optional
@@ -23,7 +22,7 @@ from typing import Optional
 import numpy as np
 from PIL import Image
 
-from .sources import cache_dir, load_mnist_5k
+from .sources import cache_dir, demo_parser, load_mnist_5k
 
 CLASSES = ["background"] + [f"digit_{d}" for d in range(10)]
 VERSION = 3
@@ -88,9 +87,7 @@ def prepare(root: Optional[str | Path] = None, n_train: int = 800, n_val: int = 
 
 
 def main(argv: Optional[list[str]] = None) -> None:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--root", help=f"output folder (default {default_root()})")
-    p.add_argument("--force", action="store_true")
+    p = demo_parser(__doc__, default_root())
     args = p.parse_args(argv)
     print(prepare(args.root, force=args.force))
 

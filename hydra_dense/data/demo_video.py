@@ -12,7 +12,6 @@ decode path::
 """
 from __future__ import annotations
 
-import argparse
 import json
 from pathlib import Path
 from typing import Optional
@@ -20,7 +19,7 @@ from typing import Optional
 import numpy as np
 from PIL import Image
 
-from .sources import cache_dir, load_mnist_5k
+from .sources import cache_dir, demo_parser, load_mnist_5k
 
 CLASSES = ["right", "left", "down", "up"]
 _DIRS = {"right": (0, 1), "left": (0, -1), "down": (1, 0), "up": (-1, 0)}
@@ -99,9 +98,7 @@ def prepare(root: Optional[str | Path] = None, n_train: int = 240, n_val: int = 
 
 
 def main(argv: Optional[list[str]] = None) -> None:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--root", help=f"output folder (default {default_root()})")
-    p.add_argument("--force", action="store_true")
+    p = demo_parser(__doc__, default_root())
     print(prepare(**{k: v for k, v in vars(p.parse_args(argv)).items() if v is not None}))
 
 

