@@ -64,7 +64,14 @@ def plot_backbone_rows(rows: Iterable[dict], shares: Sequence[dict], path: str |
         axes[1].plot(t, mem, "o-", label=plan)
     from matplotlib.ticker import NullFormatter, ScalarFormatter
 
+    measured_memory = any(isinstance(r.get("peak_mem_mb"), float) and r["peak_mem_mb"] > 0 for r in rows)
+    if not measured_memory:  # --no-memory: say so instead of a log axis over no data
+        axes[1].text(0.5, 0.5, "peak memory not measured (--no-memory)", ha="center", va="center",
+                     transform=axes[1].transAxes)
+        axes[1].set_axis_off()
     for ax, ylabel in ((axes[0], "throughput (inputs / s)"), (axes[1], "peak memory (MiB)")):
+        if ax is axes[1] and not measured_memory:
+            continue
         ax.set_xscale("log"), ax.set_yscale("log")
         for axis in (ax.xaxis, ax.yaxis):
             axis.set_major_formatter(ScalarFormatter())
