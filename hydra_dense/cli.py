@@ -101,16 +101,9 @@ class HydraDenseCLI(LightningCLI):
 
     # LightningCLI calls before_<subcommand> ahead of the trainer method, before it reads ckpt_path
     def before_fit(self) -> None:
-        self._resolve_ckpt_path("fit")
+        self._resolve_ckpt_path(self.subcommand)
 
-    def before_validate(self) -> None:
-        self._resolve_ckpt_path("validate")
-
-    def before_test(self) -> None:
-        self._resolve_ckpt_path("test")
-
-    def before_predict(self) -> None:
-        self._resolve_ckpt_path("predict")
+    before_validate = before_test = before_predict = before_fit
 
 
 class _ParseOnlyCLI(HydraDenseCLI):

@@ -191,12 +191,16 @@ class VideoClipDataset(SkipCounter, Dataset):
             self._cache[path] = frames
         return frames
 
+    def _views_of_whole(self, path: Path, rng: Optional[np.random.Generator]) -> list[np.ndarray]:
+        """Each view's frames, selected from the whole decoded video."""
+        frames = self._whole(path)
+        return [frames[v] for v in self._view_indices(path, len(frames), rng)]
+
     def _clip_frames(self, path: Path, rng: Optional[np.random.Generator]) -> list[np.ndarray]:
         """Each view's frames, ``(T, H, W, 3)`` uint8, reading only the frames the views need."""
         cap = self.max_frames or np.iinfo(np.int64).max
         if self._cache is not None:
-            frames = self._whole(path)
-            return [frames[v] for v in self._view_indices(path, len(frames), rng)]
+            return self._views_of_whole(path, rng)
         if path.is_dir():
             files = frame_files(path)[:cap]
             views = self._view_indices(path, len(files), rng)
@@ -212,8 +216,7 @@ class VideoClipDataset(SkipCounter, Dataset):
                 frames = decode_frames(path, needed, index, self.decode_short_side)
             except IncompleteDecode as err:  # odd files: decode them whole, which names what is wrong
                 log.debug("decoding %s whole: %s", path, err)
-                frames = self._whole(path)
-                return [frames[v] for v in self._view_indices(path, len(frames), rng)]
+                return self._views_of_whole(path, rng)
         rows = rows.reshape(len(views), -1)
         return [frames[r] for r in rows]
 
