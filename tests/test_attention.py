@@ -118,7 +118,7 @@ def _fused(q, k, v, mask=None):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         out = hydra_attention(q, k, v, mask, impl="fused")
-    assert not ops._compile_failed and "hydra" in ops._compiled, "the fused (compiled) path did not run"
+    assert not ops._compile_failed and "hydra_attention_eager" in ops._compiled, "the fused (compiled) path did not run"
     return out
 
 

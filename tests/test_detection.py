@@ -75,7 +75,8 @@ def test_padding_is_masked_in_the_backbone():
     assert not seen[-1][0, :50, :70].any() and seen[-1][0, 50:].all() and seen[-1][0, :, 70:].all()
 
 
-@pytest.mark.parametrize("plan", ["hydra", "msa", {"default": "hydra", "local": "dwc3"}])
+@pytest.mark.parametrize("plan", ["hydra", "msa", {"default": "hydra", "local": "dwc3"},
+                                  {"default": "aft", "local": "dwc3"}, "polynl"])
 def test_detections_padding_invariant(plan):
     """The same image alone and padded inside a batch gives the same detections (Hydra: padded
     tokens never enter the global sum; local mixing: they are zeros, like the border padding)."""

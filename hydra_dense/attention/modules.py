@@ -17,13 +17,13 @@ from timm.layers import Attention as TimmAttention
 from timm.models.vision_transformer_sam import get_decomposed_rel_pos_bias
 
 from ..local_mixing import LocalMixing, parse_local
-from .ops import KernelName, _kernel, hydra_attention, linear_attention
+from .ops import KernelName, _kernel, aft_simple, hydra_attention, linear_attention, poly_nl
 
 __all__ = ["TokenLayout", "PlannedAttention", "MSAttention", "GlobalLinearAttention", "HydraAttention",
-           "LinearAttention", "NoMixAttention", "WindowMSAttention", "build_attention", "AttentionKind",
-           "ATTENTION_KINDS"]
+           "LinearAttention", "NoMixAttention", "WindowMSAttention", "AFTSimpleAttention", "PolyNLAttention",
+           "build_attention", "AttentionKind", "ATTENTION_KINDS"]
 
-AttentionKind = Literal["msa", "hydra", "window", "none", "linear"]
+AttentionKind = Literal["msa", "hydra", "window", "none", "linear", "aft", "polynl"]
 ATTENTION_KINDS: tuple[str, ...] = get_args(AttentionKind)
 
 
@@ -116,10 +116,15 @@ class GlobalLinearAttention(PlannedAttention):
     temporal axis), added to the global output before ``proj``. Its parameters are ``local.conv.*``.
     """
 
+    kv_local = True  # the kernel is a feature map phi: a ``source="kv"`` branch is defined
+
     def __init__(self, dim: int, num_heads: int = 8, local: Optional[str] = None, local_dims: int = 2,
                  **kwargs) -> None:
         super().__init__(dim, num_heads=num_heads, **kwargs)
         spec = parse_local(local)
+        if spec is not None and spec.source == "kv" and not self.kv_local:
+            raise ValueError(f"{type(self).__name__}: local mixing {local!r} restricts Hydra's kernel to a "
+                             f"neighbourhood; {self.kind!r} blocks take a branch on v or x (dwc3, dwc5_x, ...)")
         self.local = LocalMixing(dim, spec, local_dims) if spec is not None else None
 
     @property
@@ -196,6 +201,34 @@ class LinearAttention(GlobalLinearAttention):
 
     def extra_repr(self) -> str:
         return super().extra_repr() + f", linear_heads={self.linear_heads}, kernel={self.kernel}"
+
+
+class AFTSimpleAttention(GlobalLinearAttention):
+    """AFT-Simple (:func:`~hydra_dense.attention.ops.aft_simple`) on timm Attention's q, k, v, proj:
+    ``sigmoid(q) * sum_t softmax_t(k) * v``, per channel. Takes a local branch on v or x."""
+
+    kind = "aft"
+    kv_local = False
+
+    def forward(self, x: torch.Tensor, layout: Optional[TokenLayout] = None) -> torch.Tensor:
+        self._check(x, layout)
+        q, k, v = self._qkv_flat(x)
+        mask = layout.key_padding_mask if layout is not None else None
+        return self._mix_out(aft_simple(q, k, v, key_padding_mask=mask), x, q, k, v, layout)
+
+
+class PolyNLAttention(GlobalLinearAttention):
+    """Poly-NL's third-order polynomial (:func:`~hydra_dense.attention.ops.poly_nl`) on timm
+    Attention's parameters: ``q * mean_t(k * v)``. Takes a local branch on v or x."""
+
+    kind = "polynl"
+    kv_local = False
+
+    def forward(self, x: torch.Tensor, layout: Optional[TokenLayout] = None) -> torch.Tensor:
+        self._check(x, layout)
+        q, k, v = self._qkv_flat(x)
+        mask = layout.key_padding_mask if layout is not None else None
+        return self._mix_out(poly_nl(q, k, v, key_padding_mask=mask), x, q, k, v, layout)
 
 
 class NoMixAttention(PlannedAttention):
@@ -286,6 +319,8 @@ _MODULES: dict[str, type[PlannedAttention]] = {
     "window": WindowMSAttention,
     "none": NoMixAttention,
     "linear": LinearAttention,
+    "aft": AFTSimpleAttention,
+    "polynl": PolyNLAttention,
 }
 
 
@@ -294,7 +329,8 @@ def build_attention(kind: str, dim: int, num_heads: int, **kwargs) -> PlannedAtt
     if kind not in _MODULES:
         raise ValueError(f"unknown attention {kind!r}; choose from {list(ATTENTION_KINDS)}")
     own = {"window": ("window_size", "rel_pos"), "linear": ("linear_heads", "kernel", "local", "local_dims"),
-           "hydra": ("local", "local_dims")}
+           "hydra": ("local", "local_dims"),
+           "aft": ("local", "local_dims"), "polynl": ("local", "local_dims")}
     specific = {"window_size", "rel_pos", "linear_heads", "kernel", "local", "local_dims"}
     common = {k: v for k, v in kwargs.items() if k not in specific}
     extra = {k: kwargs[k] for k in own.get(kind, ()) if k in kwargs}

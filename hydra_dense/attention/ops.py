@@ -13,7 +13,8 @@ from typing import Callable, Literal, Optional
 import torch
 import torch.nn.functional as F
 
-__all__ = ["hydra_attention", "hydra_attention_eager", "linear_attention", "KernelName", "HYDRA_EPS",
+__all__ = ["hydra_attention", "hydra_attention_eager", "linear_attention", "aft_simple", "aft_simple_eager",
+           "poly_nl", "poly_nl_eager", "KernelName", "HYDRA_EPS",
            "FUSED_MIN_NUMEL"]
 
 KernelName = Literal["cosine", "relu", "elu", "sigmoid", "identity"]
@@ -76,8 +77,9 @@ _compiled: dict[str, Callable] = {}
 _compile_failed = False
 
 
-def _fused_fn() -> Optional[Callable]:
-    """torch.compile'd Hydra (one fused reduction pass over k, v and one pointwise pass over q).
+def _fused_fn(eager: Callable = hydra_attention_eager) -> Optional[Callable]:
+    """torch.compile'd ``eager`` op (Hydra: one fused reduction pass over k, v and one pointwise pass
+    over q; the token-linear baselines the same way).
 
     On CPU inductor emits C++/OpenMP loops, on CUDA Triton kernels; backward is compiled too.
     Returns None when compilation is unavailable (then the eager path is used).
@@ -85,16 +87,30 @@ def _fused_fn() -> Optional[Callable]:
     global _compile_failed
     if _compile_failed:
         return None
-    fn = _compiled.get("hydra")
+    fn = _compiled.get(eager.__name__)
     if fn is None:
         try:
-            fn = torch.compile(hydra_attention_eager, dynamic=None, fullgraph=True)
+            fn = torch.compile(eager, dynamic=None, fullgraph=True)
         except Exception as err:  # pragma: no cover - depends on the toolchain
-            warnings.warn(f"hydra_dense: torch.compile unavailable ({err}); using eager Hydra attention")
+            warnings.warn(f"hydra_dense: torch.compile unavailable ({err}); using eager attention ops")
             _compile_failed = True
             return None
-        _compiled["hydra"] = fn
+        _compiled[eager.__name__] = fn
     return fn
+
+
+def _run_fused(eager: Callable, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+               key_padding_mask: Optional[torch.Tensor]) -> torch.Tensor:
+    """``eager(q, k, v, mask)`` through its compiled form, falling back to eager if compiling fails."""
+    fn = _fused_fn(eager)
+    if fn is not None:
+        try:
+            return fn(q, k, v, key_padding_mask)
+        except Exception as err:  # pragma: no cover - compiler failure on an exotic setup
+            global _compile_failed
+            _compile_failed = True
+            warnings.warn(f"hydra_dense: fused {eager.__name__} failed ({err}); falling back to eager")
+    return eager(q, k, v, key_padding_mask)
 
 
 # Below this many elements per tensor the fused path is not worth a compile.
@@ -153,14 +169,7 @@ def hydra_attention(
             raise RuntimeError("hydra_attention: impl='triton' needs triton and a CUDA tensor "
                                "(or TRITON_INTERPRET=1 on CPU)")
     if impl != "triton" and _want_fused(q, impl):
-        fn = _fused_fn()
-        if fn is not None:
-            try:
-                return fn(q, k, v, key_padding_mask)
-            except Exception as err:  # pragma: no cover - compiler failure on an exotic setup
-                global _compile_failed
-                _compile_failed = True
-                warnings.warn(f"hydra_dense: fused Hydra attention failed ({err}); falling back to eager")
+        return _run_fused(hydra_attention_eager, q, k, v, key_padding_mask)
     return hydra_attention_eager(q, k, v, key_padding_mask)
 
 
@@ -212,3 +221,80 @@ def linear_attention(
         out = out.masked_fill(key_padding_mask.unsqueeze(-1), 0.0)
     return out.to(q.dtype)
 
+
+
+# --------------------------------------------------------------------------------------------
+# The paper's other token-linear attentions (baselines), on the same q, k, v
+# --------------------------------------------------------------------------------------------
+def aft_simple_eager(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, key_padding_mask: Optional[torch.Tensor] = None
+) -> torch.Tensor:
+    """Reference eager implementation of :func:`aft_simple` (same contract)."""
+    kf = _acc(k)
+    if key_padding_mask is not None:
+        # finite, so that an all-padding row gives uniform weights instead of NaN
+        kf = kf.masked_fill(key_padding_mask.unsqueeze(-1), torch.finfo(kf.dtype).min)
+    weights = torch.softmax(kf, dim=-2)  # per channel, over tokens
+    context = (weights * _acc(v)).sum(dim=-2, keepdim=True)  # (..., 1, D)
+    out = torch.sigmoid(_acc(q)) * context
+    if key_padding_mask is not None:
+        out = out.masked_fill(key_padding_mask.unsqueeze(-1), 0.0)
+    return out.to(q.dtype)
+
+
+def poly_nl_eager(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, key_padding_mask: Optional[torch.Tensor] = None
+) -> torch.Tensor:
+    """Reference eager implementation of :func:`poly_nl` (same contract)."""
+    kv_terms = _acc(k) * _acc(v)
+    count = torch.full(q.shape[:-2] + (1, 1), q.shape[-2], dtype=kv_terms.dtype, device=q.device)
+    if key_padding_mask is not None:
+        kv_terms = kv_terms.masked_fill(key_padding_mask.unsqueeze(-1), 0.0)
+        count = (~key_padding_mask).sum(-1, keepdim=True).unsqueeze(-1).to(kv_terms.dtype).clamp_min(1.0)
+    out = _acc(q) * (kv_terms.sum(dim=-2, keepdim=True) / count)
+    if key_padding_mask is not None:
+        out = out.masked_fill(key_padding_mask.unsqueeze(-1), 0.0)
+    return out.to(q.dtype)
+
+
+def _baseline(eager: Callable, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+              key_padding_mask: Optional[torch.Tensor], impl: str) -> torch.Tensor:
+    _check_qkv(q, k, v, key_padding_mask)
+    if impl == "triton":
+        raise ValueError(f"{eager.__name__.removesuffix('_eager')}: impl must be 'auto', 'eager' or 'fused'")
+    if _want_fused(q, impl):
+        return _run_fused(eager, q, k, v, key_padding_mask)
+    return eager(q, k, v, key_padding_mask)
+
+
+def aft_simple(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, key_padding_mask: Optional[torch.Tensor] = None,
+    impl: Impl = "auto",
+) -> torch.Tensor:
+    """AFT-Simple (Zhai et al., 2021, "An Attention Free Transformer"), per channel ``d``::
+
+        out_t = sigmoid(q_t) * sum_s softmax_s(k)_s * v_s          (softmax over tokens s)
+
+    Args and result as :func:`hydra_attention` (``(..., T, D)``; padded keys get zero weight and
+    padded rows are zero; the softmax, the token sum and the gate run in fp32 under autocast).
+    ``impl``: ``"auto"`` / ``"fused"`` (torch.compile) / ``"eager"``.
+    """
+    return _baseline(aft_simple_eager, q, k, v, key_padding_mask, impl)
+
+
+def poly_nl(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, key_padding_mask: Optional[torch.Tensor] = None,
+    impl: Impl = "auto",
+) -> torch.Tensor:
+    """Poly-NL's third-order polynomial (Babiloni et al., 2021) on a ViT's q, k, v::
+
+        out_t = q_t * mean_s(k_s * v_s)                             (mean over the valid tokens s)
+
+    Poly-NL replaces the non-local block's pairwise similarities by element-wise products:
+    ``Y = [(X W1) * AvgPool((X W2) * X)] W3``, third order in ``X``. Here ``X W1`` is timm's q
+    projection, ``X W2`` its k projection, the bare ``X`` becomes the v projection (``W_v = I``
+    would be the paper's form exactly; a learned ``W_v`` lets an MSA checkpoint initialise it) and
+    ``W3`` is ``proj``; the residual is the block's. Compared with Hydra: no cosine normalisation
+    of q and k, and a mean instead of a sum over tokens. Args and result as :func:`hydra_attention`.
+    """
+    return _baseline(poly_nl_eager, q, k, v, key_padding_mask, impl)

@@ -11,9 +11,10 @@ from .ops import KernelName
 
 __all__ = ["AttentionPlan", "LOCAL_KINDS", "PLAN_NAMES", "LOCAL_NAMES"]
 
-LOCAL_KINDS = ("hydra", "linear")  # the kinds a plan's ``local`` branch applies to
+LOCAL_KINDS = ("hydra", "linear", "aft", "polynl")  # the kinds a plan's ``local`` branch applies to
 # the plan-name vocabulary of the tools (benchmark, compare, convert), see AttentionPlan.from_name
-PLAN_NAMES = ("msa", "hydra", "none", "hybrid<L>", "hydra_at<i>.<j>...", "vitdet_msa", "vitdet_hydra", "linear<H>")
+PLAN_NAMES = ("msa", "hydra", "aft", "polynl", "none", "hybrid<L>", "aft_last<L>", "polynl_last<L>", "hydra_at<i>.<j>...",
+              "vitdet_msa", "vitdet_hydra", "linear<H>")
 # every plan with Hydra / linear blocks also takes a local-mixing suffix: hydra+dwc3, hybrid4+dwc5, ...
 LOCAL_NAMES = ("dwc3", "dwc5", "dwc7", "dwc3_x", "dwc3_kv", "dwc3_2d")
 
@@ -42,7 +43,7 @@ class AttentionPlan:
     hydra_blocks: list[int] = field(default_factory=list)
     window_size: int = 0
     global_blocks: list[int] = field(default_factory=list)
-    global_attention: Literal["msa", "hydra", "linear", "none"] = "msa"
+    global_attention: Literal["msa", "hydra", "linear", "aft", "polynl", "none"] = "msa"
     rel_pos: bool = False
     blocks: Optional[list[AttentionKind]] = None
     linear_heads: Optional[int] = None
@@ -128,7 +129,8 @@ class AttentionPlan:
     def from_name(cls, name: str, depth: int, window_size: int = 14) -> "AttentionPlan":
         """Plan names of the tools -> plans. ``hybrid<L>``: Hydra in the last L blocks; ``vitdet_*``:
         windowed MSA with global blocks every depth/4 (2, 5, 8, 11 for depth 12) running MSA or Hydra;
-        ``linear<H>``: cosine linear attention with H heads; ``hydra_at0.1.11``: Hydra in blocks 0, 1 and 11
+        ``linear<H>``: cosine linear attention with H heads; ``aft`` / ``polynl``: the paper's token-linear
+        baselines everywhere, ``aft_last<L>`` / ``polynl_last<L>`` in the last L blocks; ``hydra_at0.1.11``: Hydra in blocks 0, 1 and 11
         (MSA elsewhere). A ``+<local>`` suffix (``hydra+dwc3``,
         ``hybrid4+dwc5``) adds local mixing (:mod:`hydra_dense.local_mixing`) to the Hydra / linear blocks."""
         base, plus, local = name.partition("+")
@@ -144,18 +146,25 @@ class AttentionPlan:
     def names(depth: int = 12) -> list[str]:
         """Plan names worth listing for a model of ``depth`` blocks (patterns ``hybrid<L>`` / ``linear<H>``
         accept any L / H)."""
-        bases = ["msa", "hydra", "none", "hybrid<L>"] + [f"hybrid{n}" for n in (2, 4, 8) if n < depth] + ["hydra_at<i>.<j>..."]
-        bases += ["vitdet_msa", "vitdet_hydra", "linear<H>"]
+        bases = ["msa", "hydra", "aft", "polynl", "none", "hybrid<L>"] + [f"hybrid{n}" for n in (2, 4, 8) if n < depth] + ["hydra_at<i>.<j>..."]
+        bases += ["aft_last<L>", "polynl_last<L>", "vitdet_msa", "vitdet_hydra", "linear<H>"]
         with_local = [b for b in bases if b not in ("msa", "none", "vitdet_msa")]
-        return bases + [f"{b}+{loc}" for b in with_local for loc in LOCAL_NAMES]
+        # the baselines have no feature map phi, so no kernel-restricted (``_kv``) branch
+        fits = lambda b, loc: not (b.startswith(("aft", "polynl")) and parse_local(loc).source == "kv")
+        return bases + [f"{b}+{loc}" for b in with_local for loc in LOCAL_NAMES if fits(b, loc)]
 
     @classmethod
     def _from_base_name(cls, name: str, depth: int, window_size: int) -> "AttentionPlan":
         glob = [i * depth // 4 + depth // 4 - 1 for i in range(4)]
-        if name in ("msa", "hydra", "none"):
+        if name in ("msa", "hydra", "aft", "polynl", "none"):
             return cls(default=name)  # type: ignore[arg-type]
         if m := re.fullmatch(r"hybrid(\d+)", name):
             return cls(default="msa", hydra_last=int(m.group(1)))
+        if m := re.fullmatch(r"(aft|polynl)_last(\d+)", name):
+            last = int(m.group(2))
+            if not 0 < last <= depth:
+                raise ValueError(f"plan {name!r}: the last {last} blocks of a model of depth {depth}?")
+            return cls(blocks=["msa"] * (depth - last) + [m.group(1)] * last)  # type: ignore[list-item]
         if m := re.fullmatch(r"hydra_at(\d+(?:\.\d+)*)", name):
             return cls(default="msa", hydra_blocks=[int(i) for i in m.group(1).split(".")])
         if name in ("vitdet_msa", "vitdet_hydra"):
