@@ -12,7 +12,7 @@ from torch import nn
 
 from ..attention import AttentionPlan
 from ..backbones import VideoViT, ViT
-from .flops import count_flops, hydra_flops_by_formula
+from .flops import ELEMENTWISE_PER_TOKEN_CHANNEL, count_flops, hydra_flops_by_formula
 from .memory import peak_memory_mb, peak_memory_mb_isolated
 from .specs import InputSize
 from .timing import interleaved_medians
@@ -208,15 +208,15 @@ def _count(model_name: str, plan: str, size: InputSize, s: BenchSettings) -> int
 
 def _hydra_extra(model_name: str, plan: str, size: InputSize, s: BenchSettings, kinds: list[str],
                  model: Optional[nn.Module] = None) -> int:
-    """Hydra's elementwise work (not counted by FlopCounterMode), by formula; x3 for training."""
-    n_hydra = kinds.count("hydra")
-    if not n_hydra:
+    """The token-linear ops' elementwise work (not counted by FlopCounterMode), by formula; x3 for training."""
+    counts = {k: kinds.count(k) for k in ELEMENTWISE_PER_TOKEN_CHANNEL if kinds.count(k)}
+    if not counts:
         return 0
     if model is None:
         with torch.device("meta"):
             model = build_backbone(model_name, plan, s.patch_size, s.tubelet_size)
-    return hydra_flops_by_formula(_tokens(model, size) * s.batch, _vit(model).embed_dim, n_hydra) * (
-        1 if s.mode == "infer" else 3)
+    T, D = _tokens(model, size) * s.batch, _vit(model).embed_dim
+    return sum(hydra_flops_by_formula(T, D, n, kind) for kind, n in counts.items()) * (1 if s.mode == "infer" else 3)
 
 
 def _is_oom(err: BaseException) -> bool:

@@ -4,7 +4,8 @@ FlopCounterMode counts 0 FLOPs for the fused CPU kernel of ``F.scaled_dot_produc
 (torch 2.14), so counting runs with SDPA forced onto its math path, which decomposes into the
 matmuls it really performs (QK^T and AV: 2·T²·D each per block, multiply-add = 2 FLOPs).
 Hydra's own work is elementwise (about 8·T·D per block), which FlopCounterMode does not count
-either; it is under 0.1% of a ViT block's FLOPs and is added by formula where reported.
+either; it is under 0.1% of a ViT block's FLOPs and is added by formula where reported, as is the
+elementwise work of the AFT-Simple and Poly-NL baselines.
 """
 from __future__ import annotations
 
@@ -26,6 +27,15 @@ def attention_flops_by_formula(tokens: int, dim: int, depth: int) -> int:
     return 4 * tokens * tokens * dim * depth
 
 
-def hydra_flops_by_formula(tokens: int, dim: int, depth: int) -> int:
-    """Hand count of Hydra's elementwise work in a forward pass (two L2 norms, kv, output): ~8·T·D."""
-    return 8 * tokens * dim * depth
+# elementwise FLOPs per token and channel of each token-linear op, forward
+ELEMENTWISE_PER_TOKEN_CHANNEL = {
+    "hydra": 8,    # two L2 norms (square, sum, scale: 3 each), k*v and its sum, q*kv
+    "aft": 11,     # softmax over tokens (max, subtract, exp, sum, divide), w*v and its sum, sigmoid (3), gate
+    "polynl": 3,   # k*v, its sum, q*context
+}
+
+
+def hydra_flops_by_formula(tokens: int, dim: int, depth: int, kind: str = "hydra") -> int:
+    """Hand count of a token-linear op's elementwise work in a forward pass over ``depth`` blocks of
+    ``kind`` (Hydra: two L2 norms, kv, output, ~8·T·D; see :data:`ELEMENTWISE_PER_TOKEN_CHANNEL`)."""
+    return ELEMENTWISE_PER_TOKEN_CHANNEL[kind] * tokens * dim * depth
