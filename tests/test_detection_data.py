@@ -242,3 +242,23 @@ def test_tree_tiles_split_by_area_without_leaks(tmp_path):
         if len(splits) == 2:  # a large image cut in two: every val row lies below every train row
             assert max(b for _, b in splits["train"]) <= min(a for a, _ in splits["val"]), stem
     assert len(tiles) == 4  # the 4 annotated orthophotos
+
+
+def test_a_tuning_split_holds_out_matching_images_and_reads_like_the_source(tmp_path):
+    from hydra_dense.data.holdout import hold_out_coco
+
+    root = tmp_path / "src"
+    (root / "annotations").mkdir(parents=True)
+    (root / "train").mkdir()
+    images = [dict(id=i, file_name=f"area{i // 2}_tile{i}.png", width=8, height=8) for i in range(4)]
+    boxes = [dict(id=10 + i, image_id=i, category_id=1, bbox=[0, 0, 4, 4], area=16, iscrowd=0) for i in range(4)]
+    (root / "annotations" / "instances_train.json").write_text(
+        json.dumps(dict(images=images, annotations=boxes, categories=[dict(id=1, name="tree")])))
+    counts = hold_out_coco(root, tmp_path / "tune", ["area1_"])
+    assert counts == dict(train_images=2, train_boxes=2, val_images=2, val_boxes=2)
+    val = json.loads((tmp_path / "tune" / "annotations" / "instances_val.json").read_text())
+    assert [im["file_name"] for im in val["images"]] == ["area1_tile2.png", "area1_tile3.png"]
+    assert {a["image_id"] for a in val["annotations"]} == {2, 3} and val["categories"][0]["name"] == "tree"
+    assert (tmp_path / "tune" / "val").resolve() == (root / "train").resolve()
+    with pytest.raises(ValueError, match="instances_train.json.*holds out 0 of 4"):
+        hold_out_coco(root, tmp_path / "none", ["nothing"])
