@@ -142,6 +142,16 @@ class GlobalLinearAttention(PlannedAttention):
         """The feature map of the global op (Hydra: the cosine kernel), in fp32."""
         return _kernel("cosine")(t)
 
+    def _global(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: Optional[torch.Tensor]) -> torch.Tensor:
+        """The global token mixing on ``(B, N, D)`` q, k, v (padded keys masked): the subclass's op."""
+        raise NotImplementedError
+
+    def forward(self, x: torch.Tensor, layout: Optional[TokenLayout] = None) -> torch.Tensor:
+        self._check(x, layout)
+        q, k, v = self._qkv_flat(x)
+        mask = layout.key_padding_mask if layout is not None else None
+        return self._mix_out(self._global(q, k, v, mask), x, q, k, v, layout)
+
     def _mix_out(self, glob: torch.Tensor, x: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
                  layout: Optional[TokenLayout]) -> torch.Tensor:
         if self.local is not None:
@@ -168,11 +178,8 @@ class HydraAttention(GlobalLinearAttention):
 
     kind = "hydra"
 
-    def forward(self, x: torch.Tensor, layout: Optional[TokenLayout] = None) -> torch.Tensor:
-        self._check(x, layout)
-        q, k, v = self._qkv_flat(x)
-        mask = layout.key_padding_mask if layout is not None else None
-        return self._mix_out(hydra_attention(q, k, v, key_padding_mask=mask), x, q, k, v, layout)
+    def _global(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: Optional[torch.Tensor]) -> torch.Tensor:
+        return hydra_attention(q, k, v, key_padding_mask=mask)
 
 
 class LinearAttention(GlobalLinearAttention):
@@ -210,11 +217,8 @@ class AFTSimpleAttention(GlobalLinearAttention):
     kind = "aft"
     kv_local = False
 
-    def forward(self, x: torch.Tensor, layout: Optional[TokenLayout] = None) -> torch.Tensor:
-        self._check(x, layout)
-        q, k, v = self._qkv_flat(x)
-        mask = layout.key_padding_mask if layout is not None else None
-        return self._mix_out(aft_simple(q, k, v, key_padding_mask=mask), x, q, k, v, layout)
+    def _global(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: Optional[torch.Tensor]) -> torch.Tensor:
+        return aft_simple(q, k, v, key_padding_mask=mask)
 
 
 class PolyNLAttention(GlobalLinearAttention):
@@ -224,11 +228,8 @@ class PolyNLAttention(GlobalLinearAttention):
     kind = "polynl"
     kv_local = False
 
-    def forward(self, x: torch.Tensor, layout: Optional[TokenLayout] = None) -> torch.Tensor:
-        self._check(x, layout)
-        q, k, v = self._qkv_flat(x)
-        mask = layout.key_padding_mask if layout is not None else None
-        return self._mix_out(poly_nl(q, k, v, key_padding_mask=mask), x, q, k, v, layout)
+    def _global(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: Optional[torch.Tensor]) -> torch.Tensor:
+        return poly_nl(q, k, v, key_padding_mask=mask)
 
 
 class NoMixAttention(PlannedAttention):
