@@ -137,7 +137,8 @@ def test_list_plans_names_are_all_accepted(capsys):
 
     assert compare_main(["--list-plans"]) == 0
     names = capsys.readouterr().out.split()
-    assert {"msa", "hydra+dwc3", "hybrid4+dwc5", "hybrid8", "hydra+dwc3@converted"} <= set(names)
+    assert {"msa", "hydra+dwc3", "hybrid4+dwc5", "hybrid8", "hydra+dwc3@converted", "aft", "polynl+dwc7",
+            "aft+dwc7@converted"} <= set(names)
     concrete = [n for n in names if "<" not in n]
     assert [r.name for r in parse_recipes(",".join(concrete))] == concrete
     with pytest.raises(ValueError, match="unknown local mixing 'dwc4x'"):
