@@ -27,7 +27,7 @@ from lightning.pytorch.cli import LightningCLI
 from lightning.pytorch.utilities import rank_zero_info
 
 from .runtime import (AtomicCheckpointIO, DataReport, NonFiniteLossGuard, PeriodicLastCheckpoint, RNGStateCheckpoint,
-                      StepBoundaryRequeue, check_checkpoint_matches, find_resume_checkpoint,
+                      StepBoundaryRequeue, TrainingCurves, check_checkpoint_matches, find_resume_checkpoint,
                       remove_stale_temporaries)
 
 SPECIAL_CKPT = ("best", "hpc", "registry")
@@ -67,7 +67,7 @@ class HydraDenseCLI(LightningCLI):
         trainer_cfg = self._option("trainer", {})
         callbacks = trainer_cfg.get("callbacks") or []
         callbacks = list(callbacks) if isinstance(callbacks, (list, tuple)) else [callbacks]
-        callbacks += [RNGStateCheckpoint(), StepBoundaryRequeue(), DataReport()]
+        callbacks += [RNGStateCheckpoint(), StepBoundaryRequeue(), DataReport(), TrainingCurves()]
         every_steps, every_min = self._option("checkpoint_every_n_steps"), self._option("checkpoint_every_minutes")
         if trainer_cfg.get("enable_checkpointing", True) is not False and (every_steps or every_min):
             callbacks.append(PeriodicLastCheckpoint(

@@ -26,6 +26,9 @@ def _run(tmp_path, config: dict, extra=(), plans=("msa", "hybrid1", "hydra")):
     for r in rows:
         assert 0 <= float(r["score"]) <= 100 and float(r["train_img_s"]) > 0 and float(r["infer_img_s"]) > 0
     assert (out / "accuracy_vs_speed.png").stat().st_size > 5000 and (out / "table.md").read_text().count("|") > 20
+    assert (out / "curves.png").stat().st_size > 5000  # every run's curves overlaid
+    for plan in plans:  # and each run's own, next to its metrics.csv
+        assert [p.parent for p in (out / plan).rglob("curves.png")] == [p.parent for p in (out / plan).rglob("metrics.csv")]
     return rows
 
 

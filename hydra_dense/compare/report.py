@@ -1,5 +1,6 @@
 """The comparison's outputs: one row per recipe as mean ± std over seeds (Markdown, CSV, JSON),
-per-seed runs (CSV), per-class tables, and the accuracy-vs-speed Pareto plot with error bars."""
+per-seed runs (CSV), per-class tables, the accuracy-vs-speed Pareto plot with error bars, and every
+run's training curves overlaid."""
 from __future__ import annotations
 
 import json
@@ -10,7 +11,7 @@ from typing import Optional
 
 from ..bench.report import markdown_table, write_csv
 
-__all__ = ["aggregate", "write_report", "pareto_front", "TABLE_COLUMNS", "RUN_COLUMNS"]
+__all__ = ["aggregate", "write_report", "plot_run_curves", "pareto_front", "TABLE_COLUMNS", "RUN_COLUMNS"]
 
 TABLE_COLUMNS = ["plan", "attention", "seeds", "score", "score_std", "scores", "score2", "train_img_s",
                  "infer_img_s", "infer_img_s_big", "speedup_big", "flop_ideal_big", "peak_train_mem_mb",
@@ -69,7 +70,7 @@ def _fmt_pm(row: dict) -> dict:
 
 def write_report(rows: list[dict], runs: list[dict], out: Path, header: str, legend: str,
                  big_size: str, summary: dict) -> str:
-    """Write table.md / table.csv / runs.csv / per_class.md / summary.json / accuracy_vs_speed.png."""
+    """Write table.md / table.csv / runs.csv / per_class.md / summary.json / accuracy_vs_speed.png / curves.png."""
     columns = [c for c in TABLE_COLUMNS if any(c in r for r in rows)]
     table = markdown_table([_fmt_pm(r) for r in rows], [c for c in columns if c != "score_std"])
     text = f"# {header}\n\n{table}\n\n{legend}\n"
@@ -80,7 +81,21 @@ def write_report(rows: list[dict], runs: list[dict], out: Path, header: str, leg
     (out / "per_class.md").write_text(per_class + "\n")
     (out / "summary.json").write_text(json.dumps(dict(summary, rows=rows, runs=runs), indent=1, default=float))
     plot(rows, out / "accuracy_vs_speed.png", big_size)
+    plot_run_curves(runs, out, out / "curves.png")
     return text
+
+
+def plot_run_curves(runs: list[dict], out: Path, path: Path) -> Optional[Path]:
+    """Every run's loss and validation curve in one figure (a recipe's seeds share a colour), from
+    the newest ``metrics.csv`` under ``out/<recipe>/seed<n>``."""
+    from ..runtime.curves import plot_curves, read_metrics
+
+    series = {}
+    for r in runs:
+        files = sorted((out / r["recipe"] / f"seed{r['seed']}").rglob("metrics.csv"), key=lambda f: f.stat().st_mtime)
+        if files:
+            series[f"{r['recipe']} seed {r['seed']}"] = read_metrics(files[-1])
+    return plot_curves(series, path, "training curves (each seed one line)") if series else None
 
 
 def plot(rows: list[dict], path: Path, big_size: str) -> Optional[Path]:

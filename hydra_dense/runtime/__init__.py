@@ -1,5 +1,7 @@
-"""What keeps long multi-process training runs safe: atomic checkpoints, exact resume, NaN guard."""
+"""What keeps long multi-process training runs safe (atomic checkpoints, exact resume, NaN guard) and
+visible (training curves)."""
 from .checkpoint_io import AtomicCheckpointIO
+from .curves import TrainingCurves
 from .data_report import DataReport
 from .last_checkpoint import PeriodicLastCheckpoint
 from .nonfinite import NonFiniteLossGuard
@@ -10,4 +12,4 @@ from .rng_state import RNGStateCheckpoint
 
 __all__ = ["AtomicCheckpointIO", "DataReport", "PeriodicLastCheckpoint", "NonFiniteLossGuard", "RNGStateCheckpoint",
            "StepBoundaryRequeue", "CheckpointMismatchError", "check_checkpoint_matches", "find_resume_checkpoint",
-           "remove_stale_temporaries"]
+           "remove_stale_temporaries", "TrainingCurves"]
