@@ -15,10 +15,13 @@ On top of Lightning's CLI, every run gets (see :mod:`hydra_dense.runtime`):
 - a checkpoint path that does not exist or does not fit the model fails before anything runs;
 - ``--nonfinite.action stop|skip``: a NaN / inf loss stops the run naming the step, or skips it;
 - under SLURM, the requeue signal saves ``hpc_ckpt_N.ckpt`` at the next step boundary on all ranks;
-- what the data readers clipped, dropped or skipped, printed once and kept in ``data_report.json``.
+- what the data readers clipped, dropped or skipped, printed once and kept in ``data_report.json``;
+- TensorBoard logs and ``metrics.csv`` in one ``lightning_logs/version_N`` folder (unless the
+  config names its own ``trainer.logger``), and ``curves.png`` there after every validation.
 """
 from __future__ import annotations
 
+import os
 from datetime import timedelta
 from typing import Any, Optional
 
@@ -73,6 +76,8 @@ class HydraDenseCLI(LightningCLI):
             callbacks.append(PeriodicLastCheckpoint(
                 every_n_train_steps=every_steps or None,
                 train_time_interval=None if every_steps else timedelta(minutes=every_min)))
+        if trainer_cfg.get("logger") in (None, True) and "logger" not in kwargs:  # Lightning's default: None = True
+            kwargs["logger"] = default_loggers(trainer_cfg.get("default_root_dir") or os.getcwd())
         plugins = trainer_cfg.get("plugins") or []
         plugins = list(plugins) if isinstance(plugins, (list, tuple)) else [plugins]
         if not any(hasattr(p, "save_checkpoint") for p in plugins):
@@ -104,6 +109,18 @@ class HydraDenseCLI(LightningCLI):
         self._resolve_ckpt_path(self.subcommand)
 
     before_validate = before_test = before_predict = before_fit
+
+
+def default_loggers(root_dir: str) -> list:
+    """TensorBoard (curves, overlays) and the CSV file (``metrics.csv``, what tools and
+    ``curves.png`` read), both in ``<root_dir>/lightning_logs/version_N``; CSV alone without tensorboard."""
+    from lightning.pytorch.loggers import CSVLogger, TensorBoardLogger
+
+    try:
+        tensorboard = TensorBoardLogger(save_dir=root_dir, name="lightning_logs")
+    except ModuleNotFoundError:
+        return [CSVLogger(save_dir=root_dir, name="lightning_logs")]
+    return [tensorboard, CSVLogger(save_dir=root_dir, name="lightning_logs", version=tensorboard.version)]
 
 
 class _ParseOnlyCLI(HydraDenseCLI):

@@ -29,6 +29,8 @@ def _run(tmp_path, config: dict, extra=(), plans=("msa", "hybrid1", "hydra")):
     assert (out / "curves.png").stat().st_size > 5000  # every run's curves overlaid
     for plan in plans:  # and each run's own, next to its metrics.csv
         assert [p.parent for p in (out / plan).rglob("curves.png")] == [p.parent for p in (out / plan).rglob("metrics.csv")]
+        for metrics in (out / plan).rglob("metrics.csv"):  # TensorBoard's events in the same folder
+            assert list(metrics.parent.glob("events.out.tfevents.*"))
     return rows
 
 
