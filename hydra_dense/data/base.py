@@ -106,7 +106,34 @@ class SplitDataModule(L.LightningDataModule):
         return self._eval_loader("test")
 
     def predict_dataloader(self) -> DataLoader:
-        return self.test_dataloader()
+        """The test split's loader, or with ``predict_files`` set, those files (one at a time:
+        they can be of any size), each file read by exactly one rank."""
+        files = getattr(self.hparams, "predict_files", None)
+        if not files:
+            return self.test_dataloader()
+        if "predict" not in self.datasets:
+            self.datasets["predict"] = self.predict_files_dataset(files)
+        dataset = self.datasets["predict"]
+        world, rank = self._world()
+        sampler = UnrepeatedDistributedSampler(dataset, num_replicas=world, rank=rank, shuffle=False) \
+            if world > 1 else None
+        workers = self.hparams.num_workers
+        return DataLoader(dataset, batch_size=self.predict_batch_size, sampler=sampler, num_workers=workers,
+                          collate_fn=self.predict_collate_fn(), timeout=600 if workers > 0 else 0)
+
+    predict_batch_size = 1
+
+    def predict_files_dataset(self, files) -> Dataset:
+        """Images named by ``predict_files`` (folders, globs, files) at their own size."""
+        from ..predict.files import ImageFiles, find_predict_files
+        from .segmentation import IMAGE_EXTS
+
+        return ImageFiles(find_predict_files(files, IMAGE_EXTS))
+
+    def predict_collate_fn(self) -> Callable:
+        from ..predict.files import collate_image_files
+
+        return collate_image_files
 
     def state_dict(self) -> dict:
         """Position in the training epoch, saved in checkpoints (from the trainer's own counters:

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import logging
 import random
-from typing import Any, Literal, Optional
+from typing import Any, Literal, Optional, Union
 
 import numpy as np
 import PIL.Image
@@ -156,6 +156,8 @@ class DetectionDataModule(SplitDataModule):
         voc_annotations / voc_images / voc_split_file: the VOC folders; ``{split}`` is replaced.
         voc_classes: VOC label order (default: every name found, sorted).
         skip_bad: skip unreadable samples (counted) instead of failing.
+        predict_files: inputs for ``predict`` instead of the test split: folders (recursive),
+            globs or files, unlabeled, any size; unreadable ones are named, skipped and counted.
     """
 
     def __init__(
@@ -191,6 +193,7 @@ class DetectionDataModule(SplitDataModule):
         num_workers: int = 2,
         skip_bad: bool = False,
         limit_train: Optional[int] = None,
+        predict_files: Union[str, list[str], None] = None,
     ) -> None:
         super().__init__()
         # num_classes is only checked here; kept out of hparams so an unset one does not clash with

@@ -18,7 +18,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal, Optional, Sequence
+from typing import Literal, Optional, Sequence, Union
 
 import numpy as np
 import torch
@@ -202,6 +202,8 @@ class SegmentationDataModule(SplitDataModule):
         base_size: ``(h, w)`` the random resize is relative to (ADE20K recipe: 512x2048).
         val_size: resize validation images so the short side is this (None: original size).
         class_names: optional names for the per-class tables (else ``classes.json`` in root).
+        predict_files: inputs for ``predict`` instead of the test split: folders (recursive),
+            globs or files, unlabeled, any size; unreadable ones are named, skipped and counted.
     """
 
     def __init__(
@@ -233,6 +235,7 @@ class SegmentationDataModule(SplitDataModule):
         std: tuple[float, float, float] = IMAGENET_STD,
         class_names: Optional[list[str]] = None,
         limit_train: Optional[int] = None,
+        predict_files: Union[str, list[str], None] = None,
     ) -> None:
         super().__init__()
         self.save_hyperparameters()

@@ -22,7 +22,7 @@ from __future__ import annotations
 import csv
 import logging
 from pathlib import Path
-from typing import Literal, Optional, Sequence
+from typing import Literal, Optional, Sequence, Union
 
 import numpy as np
 import torch
@@ -290,6 +290,9 @@ class VideoDataModule(SplitDataModule):
         skip_bad: skip missing / corrupt videos instead of raising (counted, reported).
         num_classes: checked against the classes found (set it to catch a wrong dataset).
         seed: seed of the training order and augmentation; None follows ``seed_everything``.
+        predict_files: videos (or frame folders, layout ``frames``) for ``predict`` instead of the
+            test split: folders (recursive), globs or files; scored like the test split
+            (``num_clips`` x ``num_crops`` views); unreadable ones are named, skipped and counted.
     """
 
     def __init__(
@@ -322,6 +325,7 @@ class VideoDataModule(SplitDataModule):
         mean: tuple[float, float, float] = KINETICS_MEAN,
         std: tuple[float, float, float] = KINETICS_STD,
         seed: Optional[int] = None,
+        predict_files: Union[str, list[str], None] = None,
     ) -> None:
         super().__init__()
         self.save_hyperparameters()
@@ -367,4 +371,23 @@ class VideoDataModule(SplitDataModule):
                 f"clips, {h.num_frames} frames at {h.size}px")
 
     def collate_fn(self):
+        return collate_clips
+
+    @property
+    def predict_batch_size(self) -> int:
+        return self.hparams.val_batch_size
+
+    def predict_files_dataset(self, files) -> VideoClipDataset:
+        from ..predict.files import PredictInputs, find_predict_files
+
+        h = self.hparams
+        self.setup("predict")  # the class names, from the test split's listing
+        found = find_predict_files(files, VIDEO_EXTS, folders_as_files=h.layout == "frames")
+        dataset = VideoClipDataset([(f, -1) for f in found], h.num_frames, h.frame_stride, h.sampling, False, h.size,
+                                   h.short_side, h.num_clips, h.num_crops, h.mean, h.std, True, h.short_videos,
+                                   hflip=False, max_frames=h.max_frames, resize_on_decode=h.resize_on_decode)
+        dataset.inputs = PredictInputs(found)
+        return dataset
+
+    def predict_collate_fn(self):
         return collate_clips

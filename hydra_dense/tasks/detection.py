@@ -14,8 +14,8 @@ from ..heads.detection import PaddedPyramidBackbone, build_detector
 from .coco_results import detections_to_coco, gather_results, write_coco_results
 from .map_sync import gather_map_states
 from .names import check_class_count, class_names
+from .file_predictions import FilePredictions
 from .optim import make_optimizer
-from .run_dir import RunDirMixin
 
 log = logging.getLogger(__name__)
 
@@ -26,7 +26,7 @@ _LOGGED = {"map": "mAP", "map_50": "mAP_50", "map_75": "mAP_75", "map_small": "m
            "map_large": "mAP_l", "mar_100": "mAR_100"}
 
 
-class DetectionTask(RunDirMixin):
+class DetectionTask(FilePredictions):
     """A ViT backbone, ViTDet's simple feature pyramid and a torchvision detector.
 
     Args:
@@ -168,11 +168,33 @@ class DetectionTask(RunDirMixin):
     def test_step(self, batch, batch_idx: int) -> None:
         self._eval_step(batch, self.test_map, batch_idx, "test")
 
-    def predict_step(self, batch, batch_idx: int) -> list[dict]:
+    def predict_step(self, batch, batch_idx: int) -> list:
+        if isinstance(batch, dict):  # files: drawn PNGs written, detections kept for the json
+            return [self._predict_file(image, int(i)) for image, i in zip(batch["images"], batch["index"])]
+        if batch is None:
+            return []
         images, targets, _ = batch
         preds = self.detector(images)
         return [dict(image_id=int(t["image_id"]), **{k: v.cpu() for k, v in p.items()})
                 for p, t in zip(preds, targets)]
+
+    def _predict_file(self, image: torch.Tensor, index: int) -> str:
+        from PIL import Image
+
+        from ..viz import draw_detections
+
+        pred = {k: v.cpu() for k, v in self.detector([image.to(self.device).float() / 255])[0].items()}
+        out = self.predictions
+        name = out.inputs.names[index]
+        Image.fromarray(draw_detections(image, pred, self._class_names())).save(out.path(index, ".png"))
+        cats = self.category_ids or list(range(1, self.hparams.num_classes + 1))
+        out.add(index, [dict(r, file_name=name) for r in detections_to_coco(pred, index, cats)])
+        return name
+
+    def write_prediction_table(self, rows: list, folder: Path) -> Path:
+        """COCO results (``image_id`` = the input's position in the sorted input list, plus its
+        ``file_name``)."""
+        return write_coco_results(sorted(rows, key=lambda r: (r["image_id"], -r["score"])), folder / "detections.json")
 
     def _finish_eval(self, metric: MeanAveragePrecision, split: str) -> None:
         gather_map_states(metric, self._eval_indices)

@@ -14,8 +14,8 @@ from torchmetrics.classification import MulticlassAccuracy, MulticlassConfusionM
 from ..backbones.pyramid import MultiLevelRescale
 from ..heads.segmentation import FCNAuxHead, build_decode_head
 from .names import check_class_count, class_names
+from .file_predictions import FilePredictions
 from .optim import make_optimizer
-from .run_dir import RunDirMixin
 
 __all__ = ["SegmentationTask", "iou_from_confusion"]
 
@@ -29,7 +29,7 @@ def iou_from_confusion(conf: torch.Tensor) -> torch.Tensor:
     return torch.where(denom > 0, tp / denom.clamp_min(1), torch.full_like(tp, float("nan")))
 
 
-class SegmentationTask(RunDirMixin):
+class SegmentationTask(FilePredictions):
     """Backbone -> (multi-level rescale) -> decode head -> logits ``(B, K, H, W)``.
 
     Args:
@@ -39,7 +39,8 @@ class SegmentationTask(RunDirMixin):
         decode_head: ``uper`` (UPerNet), ``linear`` or ``setr_naive`` (the light heads).
         head_channels: width of UPerNet / SETR heads. aux_head / aux_weight: FCN auxiliary head.
         inference: ``whole`` image or ``slide`` (windows of ``slide_crop`` every ``slide_stride``,
-            logits averaged) for images larger than the training crop.
+            logits averaged) for images larger than the training crop. Predicting on files
+            (``data.predict_files``) slides whenever an image is larger than ``slide_crop``.
         lr, weight_decay, layer_decay, head_lr_mult, warmup_steps, schedule: AdamW with layer-wise
             lr decay, linear warm-up then ``poly`` / ``cosine`` / ``step``; total steps from the trainer.
         num_overlays: validation images saved (and logged) as PNG overlays every validation.
@@ -158,8 +159,40 @@ class SegmentationTask(RunDirMixin):
         self._eval_step(batch, self.test_metrics, batch_idx, save_overlays=False)
 
     def predict_step(self, batch, batch_idx: int):
+        if isinstance(batch, dict):  # files: labels and overlays written, names returned
+            return [self._predict_file(image, int(i)) for image, i in zip(batch["images"], batch["index"])]
+        if batch is None:
+            return None
         images, _, pad, idx = batch
         return {"index": idx, "mask": self.predict_logits(images, pad).argmax(1).to(torch.uint8)}
+
+    def predict_labels(self, image: torch.Tensor) -> torch.Tensor:
+        """One image ``(3, H, W)`` uint8 of any size -> labels ``(H, W)``: whole when it fits in
+        ``slide_crop``, else by sliding window with memory set by the window, not the image."""
+        from ..predict.sliding import sliding_window_labels
+
+        mean, std = self._normalisation()
+        crop = tuple(self.hparams.slide_crop)
+        stride = tuple(self.hparams.slide_stride)
+        if image.shape[-2] <= crop[0] and image.shape[-1] <= crop[1]:
+            stride = crop  # a single window: the whole image
+        return sliding_window_labels(lambda x: self(x.to(self.device)).cpu(), image.cpu(), crop, stride,
+                                     self.hparams.num_classes, mean, std)
+
+    def _predict_file(self, image: torch.Tensor, index: int) -> str:
+        from ..predict.outputs import save_label_png, save_overlay
+
+        labels = self.predict_labels(image)
+        out = self.predictions
+        save_label_png(labels, out.path(index, ".png"), self.hparams.num_classes)
+        save_overlay(image, labels, out.path(index, "_overlay.jpg"), self.hparams.num_classes)
+        out.add(index)
+        return out.inputs.names[index]
+
+    def _normalisation(self) -> tuple[tuple, tuple]:
+        """The data module's ``mean`` / ``std`` (ImageNet's without one)."""
+        hp = getattr(getattr(self.trainer, "datamodule", None), "hparams", None)
+        return (tuple(getattr(hp, "mean", (0.485, 0.456, 0.406))), tuple(getattr(hp, "std", (0.229, 0.224, 0.225))))
 
     def _log_metrics(self, metrics: MetricCollection, prefix: str) -> None:
         out = metrics.compute()
@@ -193,9 +226,7 @@ class SegmentationTask(RunDirMixin):
     def _save_overlay(self, image: torch.Tensor, mask: torch.Tensor, pred: torch.Tensor, index: int) -> None:
         from ..viz import overlay_panel
 
-        dm = getattr(self.trainer, "datamodule", None)
-        mean = getattr(getattr(dm, "hparams", None), "mean", (0.485, 0.456, 0.406))
-        std = getattr(getattr(dm, "hparams", None), "std", (0.229, 0.224, 0.225))
+        mean, std = self._normalisation()
         panel = overlay_panel(image, mask, pred, self.hparams.num_classes, mean, std, self.hparams.ignore_index)
         out = self.run_dir / "overlays" / f"epoch{self.current_epoch:03d}_step{self.global_step:06d}_sample{index}.png"
         out.parent.mkdir(parents=True, exist_ok=True)

@@ -1,9 +1,9 @@
 """Video classification with a space-time ViT backbone (joint or divided, any attention plan)."""
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Literal, Optional
 
-import lightning as L
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -12,13 +12,14 @@ from torchmetrics.classification import MulticlassAccuracy
 from torchvision import tv_tensors
 from torchvision.transforms import v2
 
-from .names import check_class_count
+from .file_predictions import FilePredictions
+from .names import check_class_count, class_names
 from .optim import make_optimizer
 
 __all__ = ["VideoClassificationTask"]
 
 
-class VideoClassificationTask(L.LightningModule):
+class VideoClassificationTask(FilePredictions):
     """``VideoViT`` -> pooled features -> dropout -> linear head; top-1 / top-5 from torchmetrics.
 
     Args:
@@ -101,7 +102,21 @@ class VideoClassificationTask(L.LightningModule):
             self.test_metrics.update(self._scores(batch[0]), batch[1])
 
     def predict_step(self, batch, batch_idx: int):
-        return {"index": batch[2], "scores": self._scores(batch[0])}
+        if batch is None:
+            return None
+        scores = self._scores(batch[0])
+        if self.predictions is not None:  # files: top-5 per video into the run's CSV
+            from ..predict.outputs import top_k_row
+
+            names = class_names(self, self.hparams.num_classes)
+            for i, s in zip(batch[2].tolist(), scores.cpu()):
+                self.predictions.add(i, [top_k_row(self.predictions.inputs.names[i], s, names)])
+        return {"index": batch[2], "scores": scores}
+
+    def write_prediction_table(self, rows: list, folder: Path) -> Path:
+        from ..predict.outputs import write_csv
+
+        return write_csv(rows, folder / "top5.csv")
 
     def on_validation_epoch_end(self) -> None:
         self.log_dict({k: v.float() for k, v in self.val_metrics.compute().items()}, prog_bar=True)

@@ -1,0 +1,39 @@
+"""``predict`` on a user's files (``data.predict_files``): where the tasks write, on every rank."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+from ..predict.outputs import PredictionOutputs
+from .run_dir import RunDirMixin
+
+__all__ = ["FilePredictions"]
+
+
+class FilePredictions(RunDirMixin):
+    """Sets ``self.predictions`` (a :class:`PredictionOutputs` under ``<run dir>/predictions``)
+    when the predict loader reads files, None when it reads a dataset split; at the end of the
+    epoch the rows are gathered and rank 0 writes the table (:meth:`write_prediction_table`) and
+    ``summary.json``."""
+
+    predictions: Optional[PredictionOutputs] = None
+    last_prediction_summary: Optional[dict] = None
+
+    def _predict_dataset(self):
+        loaders = self.trainer.predict_dataloaders
+        loader = loaders[0] if isinstance(loaders, (list, tuple)) else loaders
+        return getattr(loader, "dataset", None)
+
+    def on_predict_epoch_start(self) -> None:
+        self._resolve_run_dir()
+        inputs = getattr(self._predict_dataset(), "inputs", None)
+        self.predictions = PredictionOutputs(self.run_dir / "predictions", inputs) if inputs is not None else None
+
+    def on_predict_epoch_end(self) -> None:
+        if self.predictions is not None:
+            self.last_prediction_summary = self.predictions.finish(self.trainer.is_global_zero,
+                                                                   self.write_prediction_table)
+
+    def write_prediction_table(self, rows: list, folder: Path) -> Optional[Path]:
+        """Write the gathered rows of the run (none by default); returns the file written."""
+        return None
