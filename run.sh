@@ -23,7 +23,7 @@ setup() {
   if ! "$VENV/bin/python" -c "import torch, torchvision" 2>/dev/null; then
     "$VENV/bin/python" -m pip install -q torch==2.14.1 torchvision==0.29.1
   fi
-  "$VENV/bin/python" -m pip install -q -e ".[dev,weights]"
+  "$VENV/bin/python" -m pip install -q -e ".[dev,weights,export]"
   echo "$want" > "$stamp"
 }
 

@@ -119,7 +119,7 @@ Impl = Literal["auto", "eager", "fused", "triton"]
 
 
 def _want_fused(q: torch.Tensor, impl: str) -> bool:
-    if impl == "eager":
+    if impl == "eager" or torch.compiler.is_exporting():  # exported graphs hold the eager ops
         return False
     if impl in ("fused", "triton"):
         return True

@@ -132,8 +132,8 @@ class ViT(VisionTransformer):
 
     def _resampled_pos(self, h: int, w: int) -> torch.Tensor:
         """Position embeddings ``(1, P' + h*w, D)`` for an ``h`` x ``w`` grid (P' prefix rows)."""
-        if (h, w) == tuple(self.patch_embed.grid_size):
-            return self.pos_embed
+        if (h, w) == tuple(self.patch_embed.grid_size) and not torch.compiler.is_exporting():
+            return self.pos_embed  # (an export traces the resampling: its grid may be symbolic)
         P = 0 if self.no_embed_class else self.num_prefix_tokens
         return resample_abs_pos_embed(self.pos_embed, new_size=(h, w), old_size=self.patch_embed.grid_size,
                                       num_prefix_tokens=P, antialias=self.pos_embed_antialias)

@@ -1,0 +1,100 @@
+"""``hydra-dense-export`` / ``tools/export.py``: a task YAML (+ checkpoint) -> ONNX, parity-checked.
+
+    python tools/export.py --config configs/segmentation/demo_digits.yaml --ckpt_path last.ckpt \\
+        --size 448x448 --out model.onnx [--dynamic --check-size 224x336] [--program]
+
+Further ``--model.init_args...`` arguments override the config, as in tools/train.py.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Optional
+
+import torch
+
+
+def _size(text: str) -> tuple[int, int]:
+    try:
+        h, w = (int(v) for v in text.lower().replace(",", "x").split("x"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected HxW (e.g. 512x512), got {text!r}") from None
+    return h, w
+
+
+def build_task(config: str, ckpt_path: Optional[str], overrides: list[str]) -> torch.nn.Module:
+    """The config's model with the checkpoint's weights (checked to match, named when not)."""
+    import lightning as L
+    from jsonargparse import ArgumentParser
+
+    from ..cli import parse_config
+    from ..runtime.resume import check_checkpoint_matches
+
+    cfg = parse_config(["--config", config, *overrides])
+    model_cfg = cfg["model"]
+    if ckpt_path:
+        backbone = model_cfg["init_args"]["backbone"]
+        if "init_args" in backbone and "pretrained" in backbone["init_args"]:
+            backbone["init_args"]["pretrained"] = None  # the checkpoint holds the trained weights
+    parser = ArgumentParser()
+    parser.add_subclass_arguments(L.LightningModule, "model")
+    instantiate = getattr(parser, "instantiate", None) or parser.instantiate_classes  # renamed in 4.49
+    task = instantiate(parser.parse_object({"model": model_cfg.as_dict()})).model
+    if ckpt_path:
+        check_checkpoint_matches(task, ckpt_path)
+        task.load_state_dict(torch.load(ckpt_path, map_location="cpu", weights_only=False)["state_dict"])
+    return task.eval()
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    from .onnx import example_inputs, export_onnx, export_wrapper, onnx_parity
+
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--config", required=True, help="the task YAML the model was trained with")
+    p.add_argument("--ckpt_path", default=None, help="Lightning checkpoint (default: the config's weights)")
+    p.add_argument("--size", type=_size, required=True, help="HxW to trace at (multiples of the patch)")
+    p.add_argument("--out", required=True, type=Path, help="the .onnx file to write")
+    p.add_argument("--dynamic", action="store_true", help="height and width as symbols (backbone, detection pyramid)")
+    p.add_argument("--check-size", type=_size, action="append", default=[],
+                   help="further HxW to check parity at (with --dynamic)")
+    p.add_argument("--program", action="store_true", help="also save the torch.export program (<out>.pt2)")
+    p.add_argument("--tolerance", type=float, default=1e-4, help="largest accepted |onnxruntime - PyTorch|")
+    args, overrides = p.parse_known_args(argv)
+    if args.check_size and not args.dynamic:
+        p.error("--check-size needs --dynamic (a fixed-size export runs at --size only)")
+
+    task = build_task(args.config, args.ckpt_path, overrides)
+    spec = export_wrapper(task, dynamic=args.dynamic)
+    sizes = [args.size, *args.check_size]
+    inputs = [example_inputs(spec, h, w) for h, w in sizes]  # size errors before the slow export
+    start = time.perf_counter()
+    program = args.out.with_suffix(".pt2") if args.program else None
+    export_onnx(spec, inputs[0], args.out, dynamic=args.dynamic, program=program)
+    seconds = time.perf_counter() - start
+    errors = {}
+    for (h, w), x in zip(sizes, inputs):
+        try:
+            errors[f"{h}x{w}"] = onnx_parity(args.out, spec, x)
+        except Exception as err:  # noqa: BLE001 - onnxruntime refusing a size is a failed check
+            print(f"[export] onnxruntime failed at {h}x{w}: {str(err)[:300]}", file=sys.stderr)
+            errors[f"{h}x{w}"] = float("inf")
+    report = dict(onnx=str(args.out), program=str(program) if program else None, kind=spec.kind,
+                  inputs=spec.input_names, outputs=spec.output_names, dynamic=args.dynamic,
+                  export_seconds=round(seconds, 1), max_abs_error=errors, tolerance=args.tolerance, notes=spec.notes)
+    args.out.with_suffix(".json").write_text(json.dumps(report, indent=1))
+    for size, err in errors.items():
+        print(f"[export] {args.out} at {size}: onnxruntime vs PyTorch max |error| {err:.2e} "
+              f"({'ok' if err <= args.tolerance else 'ABOVE'} tolerance {args.tolerance:g})")
+    for note in spec.notes:
+        print(f"[export] {note}")
+    if max(errors.values()) > args.tolerance:
+        print(f"[export] parity failed: {args.out} differs from PyTorch by more than {args.tolerance:g}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
