@@ -121,3 +121,22 @@ def test_plan_names_live_on_the_plan():
     assert {"msa", "hybrid2", "vitdet_hydra"} <= set(names) and f"hydra+{LOCAL_NAMES[0]}" in names
     with pytest.raises(ValueError, match="has no Hydra / linear block"):
         AttentionPlan.from_name("msa+dwc3", 12)
+
+
+def test_onnxruntime_backend_times_both_runtimes_and_checks_parity(tmp_path):
+    pytest.importorskip("onnxruntime", reason="the export extra: pip install -e .[export]")
+    pytest.importorskip("onnxscript", reason="the export extra: pip install -e .[export]")
+    out = tmp_path / "ort.csv"
+    proc = subprocess.run([sys.executable, str(Path(__file__).parent.parent / "tools" / "benchmark.py"),
+                           "--backend", "onnxruntime", "--model", "vit_micro", "--sizes", "64", "--plans", "msa,hydra",
+                           "--warmup", "0", "--repeats", "1", "--csv", str(out)], capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    rows = list(csv.DictReader(out.open()))
+    assert [r["plan"] for r in rows] == ["msa", "hydra"]
+    assert all(float(r["torch_ms"]) > 0 and float(r["ort_ms"]) > 0 and float(r["max_abs_error"]) <= 1e-4 for r in rows)
+    msa = rows[0]
+    assert float(msa["torch_speedup_vs_msa"]) == 1.0 and float(msa["ort_ratio_pct_of_torch"]) == 100.0
+    bad = subprocess.run([sys.executable, str(Path(__file__).parent.parent / "tools" / "benchmark.py"),
+                          "--backend", "onnxruntime", "--mode", "train"], capture_output=True, text=True, timeout=120)
+    assert bad.returncode == 2 and "--backend onnxruntime times backbone inference in fp32" in bad.stderr

@@ -10,6 +10,7 @@ Examples (CPU numbers are noisy in absolute terms; compare ratios from one run):
     python tools/benchmark.py --level op --op-shape 8x4096x768       # Hydra op vs q+k+v floor
     python tools/benchmark.py --level shares --sizes 224,384,512,1024,1080p   # attention FLOP share
     python tools/benchmark.py --level decode                          # video: whole file vs seeking decode
+    python tools/benchmark.py --backend onnxruntime --sizes 1024,1080p --plans msa,hydra,none   # ONNX Runtime
     python tools/benchmark.py --model seg_uper:vit_base --sizes 512,1024 --mode train   # whole segmentation model
     python tools/benchmark.py --model det_mask_rcnn:vit_base --sizes 1024 --mode train \
         --plans msa,hydra,vitdet_msa,vitdet_hydra                      # whole Mask R-CNN, one training step
@@ -55,6 +56,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--patch-size", type=int, default=16)
     p.add_argument("--tubelet-size", type=int, default=2)
     p.add_argument("--batch", type=int, default=1)
+    p.add_argument("--backend", choices=["torch", "onnxruntime"], default="torch",
+                   help="onnxruntime: export each backbone to ONNX and time it in onnxruntime (CPU, fp32, "
+                   "inference) next to PyTorch, in one round-robin run")
     p.add_argument("--mode", choices=["infer", "train"], default="infer")
     p.add_argument("--dtype", default="fp32", help="fp32, bf16 or fp16 (autocast)")
     p.add_argument("--compile", action="store_true", help="torch.compile the whole backbone")
@@ -115,6 +119,8 @@ def main(argv=None) -> int:
 
     if args.level == "decode":
         return _decode_level(args, t0)
+    if args.backend == "onnxruntime":
+        return _onnxruntime_level(args, sizes, plans, t0)
 
     image_sizes = [s for s in sizes if s.frames is None]
     if args.level == "shares":
@@ -155,6 +161,28 @@ def main(argv=None) -> int:
         shares = [] if args.model.startswith("video") or ":" in args.model else attention_flop_shares(
             args.model, [parse_size(s) for s in ("224,512" if args.quick else SHARE_SIZES).split(",")], args.patch_size)
         print(f"plot: {plot_backbone_rows(rows, shares, args.plot, f'{args.model}, {args.mode}, {args.dtype}, {devices[0]}')}")
+    print(f"\n({time.time() - t0:.0f} s)")
+    return 0
+
+
+def _onnxruntime_level(args: argparse.Namespace, sizes, plans: list[str], t0: float) -> int:
+    if args.level != "backbone" or args.mode != "infer" or args.dtype != "fp32" or args.device != "cpu":
+        print("error: --backend onnxruntime times backbone inference in fp32 on the CPU (--level backbone "
+              "--mode infer --dtype fp32 --device cpu)", file=sys.stderr)
+        return 2
+    if ":" in args.model or args.model.startswith("video") or any(s.frames for s in sizes):
+        print("error: --backend onnxruntime times image backbones (vit_*), not pipelines or video", file=sys.stderr)
+        return 2
+    from hydra_dense.bench.ort import ORT_COLUMNS, bench_onnxruntime
+
+    rows = bench_onnxruntime(args.model, plans, sizes, batch=args.batch, patch_size=args.patch_size,
+                             warmup=args.warmup, repeats=args.repeats,
+                             progress=lambda m: print(m, file=sys.stderr, flush=True))
+    print(markdown_table(rows, ORT_COLUMNS))
+    print("\n*_speedup_vs_msa = that runtime's MSA time / this time; ort_ratio_pct_of_torch = onnxruntime's "
+          "speed-up as % of PyTorch's; max_abs_error = |onnxruntime - PyTorch| on the timed input.")
+    if args.csv:
+        print(f"CSV: {write_csv(rows, args.csv, ORT_COLUMNS)}")
     print(f"\n({time.time() - t0:.0f} s)")
     return 0
 
