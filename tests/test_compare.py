@@ -27,11 +27,35 @@ def _run(tmp_path, config: dict, extra=(), plans=("msa", "hybrid1", "hydra")):
         assert 0 <= float(r["score"]) <= 100 and float(r["train_img_s"]) > 0 and float(r["infer_img_s"]) > 0
     assert (out / "accuracy_vs_speed.png").stat().st_size > 5000 and (out / "table.md").read_text().count("|") > 20
     assert (out / "curves.png").stat().st_size > 5000  # every run's curves overlaid
+    _check_html_report(out, plans, overlays="Video" not in config["model"]["class_path"])  # video: no overlays
     for plan in plans:  # and each run's own, next to its metrics.csv
         assert [p.parent for p in (out / plan).rglob("curves.png")] == [p.parent for p in (out / plan).rglob("metrics.csv")]
         for metrics in (out / plan).rglob("metrics.csv"):  # TensorBoard's events in the same folder
             assert list(metrics.parent.glob("events.out.tfevents.*"))
     return rows
+
+
+def _check_html_report(out, plans, overlays: bool):
+    """One self-contained page: the table, both plots and each plan's overlays, all inlined."""
+    import base64
+    import html.parser
+
+    page = (out / "report.html").read_text()
+    images = []
+
+    class Images(html.parser.HTMLParser):
+        def handle_starttag(self, tag, attrs):
+            if tag == "img":
+                images.append(dict(attrs))
+    Images().feed(page)
+    assert all(i["src"].startswith("data:image/png;base64,") for i in images)
+    assert all(base64.b64decode(i["src"].split(",", 1)[1])[:8] == b"\x89PNG\r\n\x1a\n" for i in images)
+    alts = [i["alt"] for i in images]
+    assert "Accuracy vs speed" in alts and "Training curves" in alts
+    for plan in plans:
+        assert f"<td>{plan}</td>" in page, plan
+        assert any(a.startswith(f"{plan} ") for a in alts) == overlays, plan
+    assert "src=\"http" not in page and "href=" not in page  # nothing fetched from elsewhere
 
 
 def test_compare_segmentation(tmp_path):

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Iterable, Optional, Sequence
 
 
-def _fmt(v) -> str:
+def format_cell(v) -> str:
     if isinstance(v, float):
         if math.isnan(v):
             return "–"
@@ -28,7 +28,7 @@ def markdown_table(rows: Sequence[dict], columns: Optional[Sequence[str]] = None
     columns = list(columns or rows[0].keys())
     lines = ["| " + " | ".join(columns) + " |", "|" + "|".join("---" for _ in columns) + "|"]
     for r in rows:
-        lines.append("| " + " | ".join(_fmt(r.get(c, "")) for c in columns) + " |")
+        lines.append("| " + " | ".join(format_cell(r.get(c, "")) for c in columns) + " |")
     return "\n".join(lines)
 
 

@@ -70,9 +70,13 @@ def _fmt_pm(row: dict) -> dict:
 
 def write_report(rows: list[dict], runs: list[dict], out: Path, header: str, legend: str,
                  big_size: str, summary: dict) -> str:
-    """Write table.md / table.csv / runs.csv / per_class.md / summary.json / accuracy_vs_speed.png / curves.png."""
+    """Write table.md / table.csv / runs.csv / per_class.md / summary.json / accuracy_vs_speed.png /
+    curves.png, and all of it as one self-contained report.html."""
+    from .html import write_html_report
+
     columns = [c for c in TABLE_COLUMNS if any(c in r for r in rows)]
-    table = markdown_table([_fmt_pm(r) for r in rows], [c for c in columns if c != "score_std"])
+    shown = [c for c in columns if c != "score_std"]
+    table = markdown_table([_fmt_pm(r) for r in rows], shown)
     text = f"# {header}\n\n{table}\n\n{legend}\n"
     (out / "table.md").write_text(text)
     write_csv(rows, out / "table.csv", columns[:2] + ["metric", "metric2"] + columns[2:])
@@ -82,6 +86,7 @@ def write_report(rows: list[dict], runs: list[dict], out: Path, header: str, leg
     (out / "summary.json").write_text(json.dumps(dict(summary, rows=rows, runs=runs), indent=1, default=float))
     plot(rows, out / "accuracy_vs_speed.png", big_size)
     plot_run_curves(runs, out, out / "curves.png")
+    write_html_report([_fmt_pm(r) for r in rows], runs, out, header, legend, shown)
     return text
 
 
