@@ -63,8 +63,9 @@ class PredictionOutputs:
         skipped = [str(self.inputs.files[i]) for i in range(len(self.inputs.files)) if i not in done]
         summary = dict(inputs=len(self.inputs.files), predicted=len(done), skipped=len(skipped),
                        skipped_files=skipped, folder=str(self.folder))
-        if write_table is not None:
-            summary["table"] = str(write_table(rows, self.folder))
+        table = write_table(rows, self.folder) if write_table is not None else None
+        if table is not None:
+            summary["table"] = str(table)
         (self.folder / "summary.json").write_text(json.dumps(summary, indent=1))
         log.warning("predicted %d of %d inputs into %s%s", len(done), len(self.inputs.files), self.folder,
                     f"; skipped {len(skipped)} unreadable: {', '.join(skipped[:5])}"
