@@ -177,7 +177,7 @@ def run_comparison(args: argparse.Namespace, overrides: list[str]) -> list[dict]
     text = write_report(rows, runs, out, header, legend, big, summary)
     print("\n" + text)
     print(f"written: {out / 'table.md'}, {out / 'table.csv'}, {out / 'runs.csv'}, {out / 'per_class.md'}, "
-          f"{out / 'accuracy_vs_speed.png'}, {out / 'curves.png'}")
+          f"{out / 'accuracy_vs_speed.png'}, {out / 'curves.png'}; all on one page: {out / 'report.html'}")
     return rows
 
 
