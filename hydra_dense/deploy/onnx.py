@@ -23,7 +23,6 @@ traces shapes, not values. Exported models take batches of one size without padd
 from __future__ import annotations
 
 import inspect
-import logging
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,8 +31,6 @@ from typing import Optional, Sequence
 import numpy as np
 import torch
 from torch import nn
-
-log = logging.getLogger(__name__)
 
 __all__ = ["ExportSpec", "export_wrapper", "example_inputs", "export_onnx", "onnx_parity"]
 
