@@ -6,7 +6,6 @@ suffix (``a/b/img001``), so predictions land next to each other as the inputs di
 from __future__ import annotations
 
 import glob
-import logging
 import os
 from pathlib import Path
 from typing import Sequence, Union
@@ -16,8 +15,6 @@ import torch
 from torch.utils.data import Dataset
 
 from ..data.base import SkipCounter, read_image
-
-log = logging.getLogger(__name__)
 
 __all__ = ["PredictInputs", "find_predict_files", "ImageFiles", "collate_image_files"]
 
