@@ -78,6 +78,7 @@ def test_predict_files_segmentation_writes_labels_overlays_and_a_summary(tmp_pat
     folder = _inputs(tmp_path / "photos")
     root = tmp_path / "run"
     proc = ok(train("predict", config, root, f"--data.init_args.predict_files={folder}",
+                    "--data.init_args.num_workers=2",  # as the shipped configs: files read in worker processes
                     "--model.init_args.slide_crop=[32,32]", "--model.init_args.slide_stride=[20,20]"))
     out = next(root.rglob("predictions"))
     for name, (h, w) in {"small": (24, 20), "scenes/large": (70, 45)}.items():

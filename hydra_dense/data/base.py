@@ -64,12 +64,13 @@ class SplitDataModule(L.LightningDataModule):
         seed = getattr(self.hparams, "seed", None)
         return global_seed() if seed is None else int(seed)
 
-    def _loader(self, dataset: Dataset, batch_size: int, sampler, train: bool) -> DataLoader:
+    def _loader(self, dataset: Dataset, batch_size: int, sampler, train: bool,
+                collate: Optional[Callable] = None) -> DataLoader:
         workers = self.hparams.num_workers
         # the loader's own generator: creating an iterator must not consume the global RNG
         # (that would shift dropout masks after a resume)
         return DataLoader(dataset, batch_size=batch_size, sampler=sampler, num_workers=workers,
-                          collate_fn=self.collate_fn(), drop_last=train, persistent_workers=workers > 0,
+                          collate_fn=collate or self.collate_fn(), drop_last=train, persistent_workers=workers > 0,
                           pin_memory=torch.cuda.is_available(), timeout=600 if workers > 0 else 0,
                           generator=torch.Generator().manual_seed(self._seed()))
 
@@ -92,12 +93,15 @@ class SplitDataModule(L.LightningDataModule):
         self._train_sampler = sampler
         return self._loader(SeededSamples(dataset), self.hparams.batch_size, sampler, train=True)
 
-    def _eval_loader(self, key: str) -> DataLoader:
+    def _eval_sampler(self, dataset: Dataset) -> Optional[UnrepeatedDistributedSampler]:
+        """One shard per rank, no sample repeated (None on one process)."""
         world, rank = self._world()
-        dataset = self.datasets[key]
-        sampler = UnrepeatedDistributedSampler(dataset, num_replicas=world, rank=rank, shuffle=False) \
+        return UnrepeatedDistributedSampler(dataset, num_replicas=world, rank=rank, shuffle=False) \
             if world > 1 else None
-        return self._loader(dataset, self.hparams.val_batch_size, sampler, train=False)
+
+    def _eval_loader(self, key: str) -> DataLoader:
+        dataset = self.datasets[key]
+        return self._loader(dataset, self.hparams.val_batch_size, self._eval_sampler(dataset), train=False)
 
     def val_dataloader(self) -> DataLoader:
         return self._eval_loader("val")
@@ -114,12 +118,8 @@ class SplitDataModule(L.LightningDataModule):
         if "predict" not in self.datasets:
             self.datasets["predict"] = self.predict_files_dataset(files)
         dataset = self.datasets["predict"]
-        world, rank = self._world()
-        sampler = UnrepeatedDistributedSampler(dataset, num_replicas=world, rank=rank, shuffle=False) \
-            if world > 1 else None
-        workers = self.hparams.num_workers
-        return DataLoader(dataset, batch_size=self.predict_batch_size, sampler=sampler, num_workers=workers,
-                          collate_fn=self.predict_collate_fn(), timeout=600 if workers > 0 else 0)
+        return self._loader(dataset, self.predict_batch_size, self._eval_sampler(dataset), train=False,
+                            collate=self.predict_collate_fn())
 
     predict_batch_size = 1
 

@@ -35,22 +35,15 @@ from torch import nn
 __all__ = ["ExportSpec", "export_wrapper", "example_inputs", "export_onnx", "onnx_parity"]
 
 
-class _SegmentationLogits(nn.Module):
+class _Logits(nn.Module):
+    """The task's own forward (segmentation: images -> logits; video: clips -> logits)."""
+
     def __init__(self, task: nn.Module) -> None:
         super().__init__()
         self.task = task
 
-    def forward(self, images: torch.Tensor) -> torch.Tensor:
-        return self.task(images)
-
-
-class _VideoLogits(nn.Module):
-    def __init__(self, task: nn.Module) -> None:
-        super().__init__()
-        self.task = task
-
-    def forward(self, clips: torch.Tensor) -> torch.Tensor:
-        return self.task(clips)
+    def forward(self, inputs: torch.Tensor) -> torch.Tensor:
+        return self.task(inputs)
 
 
 class _DetectionPyramid(nn.Module):
@@ -87,7 +80,7 @@ def export_wrapper(task: nn.Module, dynamic: bool = False) -> ExportSpec:
             raise ValueError("--dynamic: the segmentation model's UPerNet head pools to fixed bins (adaptive "
                              "average pooling), which the exported graph computes for the traced size only; "
                              "export one file per input size (drop --dynamic)")
-        spec = ExportSpec(_SegmentationLogits(task), ["images"], ["logits"], task.backbone.patch_size)
+        spec = ExportSpec(_Logits(task), ["images"], ["logits"], task.backbone.patch_size)
     elif isinstance(task, DetectionTask):
         spec = ExportSpec(_DetectionPyramid(task), ["images"], [], task.backbone.patch_size, kind="detection")
         spec.output_names = [f"level_{name}" for name in _pyramid_names(task)]
@@ -100,7 +93,7 @@ def export_wrapper(task: nn.Module, dynamic: bool = False) -> ExportSpec:
                              "export one file per clip size (drop --dynamic)")
         bb = task.backbone
         frames = bb.pos_grid[0] * bb.tubelet_size  # the clip length its position embeddings were learned at
-        spec = ExportSpec(_VideoLogits(task), ["clips"], ["logits"], bb.patch_size, frames=frames, kind="video")
+        spec = ExportSpec(_Logits(task), ["clips"], ["logits"], bb.patch_size, frames=frames, kind="video")
     else:
         raise TypeError(f"export: no export for {type(task).__name__}; segmentation, detection and video tasks are "
                         "exported")
