@@ -72,6 +72,9 @@ def test_conversion_lowers_the_error_and_trains_only_attention(images, msa_sourc
     trainer.fit(task, dm_for(images))
     before, after = task.error_before, task.error_after
     assert torch.isfinite(before).all() and (after < 0.7 * before).all(), (before, after)
+    # the final tokens through the student's own stream: every block's error compounded
+    feat_before, feat_after = float(task.feature_error_before), float(task.feature_error_after)
+    assert 0 < feat_after < feat_before, (feat_before, feat_after)
     assert all(torch.equal(v, task._teacher.state_dict()[k]) for k, v in teacher.items()), "teacher changed"
     changed = {k for k, v in task.backbone.state_dict().items() if not torch.equal(v, start[k])}
     assert changed and all(".attn." in k for k in changed), sorted(changed)
@@ -86,7 +89,7 @@ def test_conversion_lowers_the_error_and_trains_only_attention(images, msa_sourc
     with pytest.raises(CheckpointError, match=r"unexpected keys \['blocks\.0\.attn\.local\.conv\.weight'"):
         load_pretrained(tiny_vit("hydra"), out, strict=True)
     table = out.with_name("vit_errors.md").read_text()
-    assert "| mean |" in table and "hydra+dwc3" in table
+    assert "| mean |" in table and "hydra+dwc3" in table and f"{feat_before:.3f} -> {feat_after:.3f}" in table
     assert out.with_name("vit_errors.csv").read_text().startswith("block,teacher,student,error_before")
 
 

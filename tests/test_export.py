@@ -45,22 +45,61 @@ def test_segmentation_export_matches_pytorch_and_holds_no_compiled_kernels(tmp_p
     assert report["max_abs_error"]["64x96"] <= 1e-4 and report["outputs"] == ["logits"]
 
 
+NO_ANTIALIAS = "--model.init_args.backbone.init_args.pos_embed_antialias=false"
+
+
 def test_detection_pyramid_exports_with_dynamic_size_and_a_torch_export_program(tmp_path):
     config = write_config("detection", tmp_path)
     out = tmp_path / "det.onnx"
     assert main(["--config", str(config), "--size", "64x64", "--dynamic", "--check-size", "96x128",
-                 "--check-size", "32x48", "--program", "--out", str(out)]) == 0
-    errors = _report(out)["max_abs_error"]
+                 "--check-size", "32x48", "--program", "--out", str(out), NO_ANTIALIAS]) == 0
+    report = _report(out)
+    assert report["inputs"] == ["images", "pad_mask"]
+    errors = report["max_abs_error"]  # each checked on a batch of a whole and a padded image
     assert set(errors) == {"64x64", "96x128", "32x48"} and max(errors.values()) <= 1e-4
     program = torch.export.load(str(out.with_suffix(".pt2")))
     from hydra_dense.deploy import export_wrapper
     from hydra_dense.deploy.__main__ import build_task
 
-    pyramid = export_wrapper(build_task(str(config), None, [])).module
-    x = torch.randn(1, 3, 96, 128)
+    pyramid = export_wrapper(build_task(str(config), None, [NO_ANTIALIAS])).module
+    x, mask = torch.randn(3, 3, 96, 128), torch.zeros(3, 96, 128, dtype=torch.bool)
+    mask[2, 50:], mask[2, :, 90:] = True, True
     with torch.no_grad():
-        for got, want in zip(program.module()(x), pyramid(x)):
+        for got, want in zip(program.module()(x, mask), pyramid(x, mask)):
             assert got.shape == want.shape and torch.allclose(got, want, atol=1e-5)
+
+    # padding preserved in onnxruntime: an image padded inside a batch has, in its valid region,
+    # the features it has alone (the reference: the same graph on the image at its own size)
+    import onnxruntime as ort
+
+    session = ort.InferenceSession(str(out), providers=["CPUExecutionProvider"])
+    # (sizes: multiples of the coarsest stride, 64, so that every level's cells hold only valid pixels)
+    alone = torch.randn(1, 3, 64, 64)
+    batch = torch.randn(2, 3, 128, 192)
+    batch[1] = 0
+    batch[1, :, :64, :64] = alone[0]
+    pad = torch.ones(2, 128, 192, dtype=torch.bool)
+    pad[0], pad[1, :64, :64] = False, False
+    run = lambda images, m: session.run(None, {"images": images.numpy(), "pad_mask": m.numpy()})  # noqa: E731
+    levels_alone = run(alone, torch.zeros(1, 64, 64, dtype=torch.bool))
+    for level_alone, level_batch in zip(levels_alone, run(batch, pad)):
+        h, w = level_alone.shape[-2:]
+        torch.testing.assert_close(torch.from_numpy(level_batch[1, :, :h, :w]), torch.from_numpy(level_alone[0]),
+                                   atol=1e-4, rtol=1e-4)
+    # without the mask the padding leaks into the image's features: the check above can fail
+    unmasked = run(batch, torch.zeros(2, 128, 192, dtype=torch.bool))[0]
+    h, w = levels_alone[0].shape[-2:]
+    assert not torch.allclose(torch.from_numpy(unmasked[1, :, :h, :w]), torch.from_numpy(levels_alone[0][0]), atol=1e-3)
+
+
+def test_detection_export_without_a_mask_where_positions_antialias(tmp_path):
+    """timm's antialiased resampling has no traced form: the pyramid exports images only, and says so."""
+    from hydra_dense.deploy import export_wrapper
+    from hydra_dense.deploy.__main__ import build_task
+
+    spec = export_wrapper(build_task(str(write_config("detection", tmp_path)), None,
+                                     ["--model.init_args.backbone.init_args.pos_embed_antialias=true"]))
+    assert spec.input_names == ["images"] and any("pos_embed_antialias: true" in n for n in spec.notes)
 
 
 def test_video_export_matches_pytorch(tmp_path):

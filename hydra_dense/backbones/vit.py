@@ -128,7 +128,8 @@ class ViT(VisionTransformer):
 
     def grid_size(self, height: int, width: int) -> tuple[int, int]:
         """Patch grid for an input of ``height`` x ``width`` pixels (after padding)."""
-        return math.ceil(height / self.patch_size), math.ceil(width / self.patch_size)
+        p = self.patch_size  # integer ceil division: a symbolic size in an export stays an integer expression
+        return (height + p - 1) // p, (width + p - 1) // p
 
     def _resampled_pos(self, h: int, w: int) -> torch.Tensor:
         """Position embeddings ``(1, P' + h*w, D)`` for an ``h`` x ``w`` grid (P' prefix rows)."""
@@ -138,16 +139,49 @@ class ViT(VisionTransformer):
         return resample_abs_pos_embed(self.pos_embed, new_size=(h, w), old_size=self.patch_embed.grid_size,
                                       num_prefix_tokens=P, antialias=self.pos_embed_antialias)
 
-    def _pos_embed(self, x: torch.Tensor, valid_hw: Optional[list[tuple[int, int]]] = None) -> torch.Tensor:
+    def traced_padded_positions(self, valid: torch.Tensor) -> torch.Tensor:
+        """Per-image position embeddings ``(B, P' + h*w, D)`` for a token grid ``valid`` ``(B, h, w)``
+        (True = a real token, the valid part top-left), computed from the mask's *values* with
+        fixed shapes, so that ``torch.export`` can trace it (the eager path resamples each image to
+        its own grid size, which is a shape that depends on the data).
+
+        Bicubic ``grid_sample`` at the source coordinates ``F.interpolate`` uses (``align_corners``
+        False, border taps clamped) gives timm's resampling without antialiasing; padded tokens get
+        zeros, as in the eager path.
+        """
+        if self.pos_embed_antialias:
+            raise ValueError("ViT: a padding mask in an exported graph needs pos_embed_antialias: false (the traced "
+                             "per-image resampling is grid_sample, which has no antialiasing); set it in the "
+                             "backbone config, or export without a padding mask")
+        B, h, w = valid.shape
+        P = 0 if self.no_embed_class else self.num_prefix_tokens
+        H0, W0 = self.patch_embed.grid_size
+        D = self.pos_embed.shape[-1]
+        rows = valid.any(2).sum(1).clamp_min(1).to(self.pos_embed.dtype)  # (B,) valid grid height
+        cols = valid.any(1).sum(1).clamp_min(1).to(self.pos_embed.dtype)
+        ys = (torch.arange(h, device=valid.device, dtype=rows.dtype) + 0.5) / rows[:, None] * 2 - 1  # (B, h)
+        xs = (torch.arange(w, device=valid.device, dtype=cols.dtype) + 0.5) / cols[:, None] * 2 - 1  # (B, w)
+        grid = torch.stack([xs[:, None, :].expand(B, h, w), ys[:, :, None].expand(B, h, w)], dim=-1)
+        source = self.pos_embed[:, P:].reshape(1, H0, W0, D).permute(0, 3, 1, 2).expand(B, D, H0, W0)
+        pos = F.grid_sample(source, grid, mode="bicubic", padding_mode="border", align_corners=False)
+        inside = (torch.arange(h, device=valid.device)[None, :, None] < rows[:, None, None]) & \
+                 (torch.arange(w, device=valid.device)[None, None, :] < cols[:, None, None])  # (B, h, w)
+        pos = pos.permute(0, 2, 3, 1) * inside[..., None].to(pos.dtype)
+        return torch.cat([self.pos_embed[:, :P].expand(B, P, D), pos.reshape(B, h * w, D)], dim=1)
+
+    def _pos_embed(self, x: torch.Tensor, valid_hw: Optional[list[tuple[int, int]]] = None,
+                   pos: Optional[torch.Tensor] = None) -> torch.Tensor:
         """``(B, h, w, D)`` patch tokens -> ``(B, P + h*w, D)`` with prefix tokens and positions.
 
         ``valid_hw``: per-image grid of real (unpadded) tokens. Each image then gets positions
         resampled to its own grid, placed top-left, so padding an image inside a batch changes
-        none of its tokens.
+        none of its tokens. ``pos``: the positions, already computed (an exported graph's).
         """
         B, h, w, D = x.shape
         P = 0 if self.no_embed_class else self.num_prefix_tokens
-        if valid_hw is None or all(hw == (h, w) for hw in valid_hw):
+        if pos is not None:
+            pass
+        elif valid_hw is None or all(hw == (h, w) for hw in valid_hw):
             pos = self._resampled_pos(h, w)
         else:
             grids = []
@@ -194,14 +228,17 @@ class ViT(VisionTransformer):
             raise ValueError(f"ViT: pad_mask must be bool of shape {(B, H, W)}, got {pad_mask.dtype} {tuple(pad_mask.shape)}")
         tokens = self.patch_embed(x)  # (B, h, w, D)
         h, w = tokens.shape[1:3]
-        kpm, valid_hw = None, None
+        kpm, valid_hw, pos = None, None, None
         if pad_mask is not None:
             grid_mask = self.token_padding_mask(pad_mask)
             valid = ~grid_mask.reshape(B, h, w)
-            valid_hw = [(max(int(r.sum()), 1), max(int(c.sum()), 1))
-                        for r, c in zip(valid.any(2).unbind(0), valid.any(1).unbind(0))]
+            if torch.compiler.is_exporting():  # sizes from values are not traceable: the same positions, traced
+                pos = self.traced_padded_positions(valid)
+            else:
+                valid_hw = [(max(int(r.sum()), 1), max(int(c.sum()), 1))
+                            for r, c in zip(valid.any(2).unbind(0), valid.any(1).unbind(0))]
             kpm = torch.cat([grid_mask.new_zeros(B, self.num_prefix_tokens), grid_mask], dim=1)
-        tokens = self.norm_pre(self.patch_drop(self._pos_embed(tokens, valid_hw)))
+        tokens = self.norm_pre(self.patch_drop(self._pos_embed(tokens, valid_hw, pos)))
         layout = TokenLayout((h, w), self.num_prefix_tokens, kpm)
         last = len(self.blocks) - 1 if stop_at is None else stop_at
         outs = []

@@ -141,7 +141,8 @@ def converted_checkpoint(backbone_cfg: dict, plan: dict, source: str, convert_co
     blocks = meta["converted_blocks"]
     mean = lambda xs: sum(xs[i] for i in blocks) / len(blocks)  # noqa: E731
     info = dict(minutes=minutes, steps=meta["steps"], data=meta["data"], error_before=mean(meta["error_before"]),
-                error_after=mean(meta["error_after"]), table=str(folder / "converted_errors.md"),
+                error_after=mean(meta["error_after"]), feature_error_before=meta.get("feature_error_before"),
+                feature_error_after=meta.get("feature_error_after"), table=str(folder / "converted_errors.md"),
                 command=" ".join(cmd))
     info_path.write_text(json.dumps(info, indent=1))
     info["cached"] = False

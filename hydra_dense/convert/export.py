@@ -69,7 +69,8 @@ def write_converted(task, out: Path, data: str = "") -> ConvertedFiles:
     meta = dict(format="hydra_dense.converted/1", source=str(task.source_path), plan=asdict(backbone.plan),
                 attention_kinds=task.student_labels, teacher_kinds=task.teacher_labels,
                 converted_blocks=list(task.blocks), steps=int(task.global_step), data=data,
-                error_before=before, error_after=after)
+                error_before=before, error_after=after,
+                feature_error_before=float(task.feature_error_before), feature_error_after=float(task.feature_error_after))
     state = {k: v.detach().cpu().clone() for k, v in backbone.state_dict().items()}
     _atomic_write(out, lambda fh: torch.save({"state_dict": state, "hydra_dense": meta}, fh))
 
@@ -77,7 +78,9 @@ def write_converted(task, out: Path, data: str = "") -> ConvertedFiles:
     cols = ["block", "teacher", "student", "error_before", "error_after", "reduction"]
     head = (f"Per-block relative error ||student - teacher|| / ||teacher|| of the attention branch (after "
             f"LayerScale) on the held-out split (images or clips); {task.global_step} steps; source "
-            f"{task.source_path}; data: {data}")
+            f"{task.source_path}; data: {data}. Final normed tokens through the student's own stream "
+            f"(every block's error compounded): {_fmt(meta['feature_error_before'])} -> "
+            f"{_fmt(meta['feature_error_after'])}")
     lines = [head, "", "| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
     for r in rows:
         if r["converted"] or depth <= 24:

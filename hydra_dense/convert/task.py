@@ -130,6 +130,9 @@ class ConversionTask(L.LightningModule):
             backbone.blocks[i].attn.requires_grad_(True)
         self.register_buffer("error_before", torch.full((depth,), float("nan")))
         self.register_buffer("error_after", torch.full((depth,), float("nan")))
+        # the final normed tokens through the student's own stream (errors of all blocks compounded)
+        self.register_buffer("feature_error_before", torch.tensor(float("nan")))
+        self.register_buffer("feature_error_after", torch.tensor(float("nan")))
         self._val_sums: Optional[torch.Tensor] = None
 
     # ---- modules ---------------------------------------------------------------------------
@@ -157,13 +160,16 @@ class ConversionTask(L.LightningModule):
         return pred, trace.outputs, trace
 
     def _error_sums(self, images: torch.Tensor) -> torch.Tensor:
-        """``(depth, 2)``: per block, the summed squared error and squared teacher output (NaN rows
-        for blocks that are not converted)."""
+        """``(depth + 1, 2)``: per block, the summed squared error and squared teacher output (NaN rows
+        for blocks that are not converted); the last row: the same for the final normed tokens, the
+        student run on its own stream."""
         pred, target, trace = self._block_terms(images)
         pad = trace.layout.key_padding_mask
-        sums = torch.full((len(self.backbone.blocks), 2), float("nan"), device=images.device)
+        depth = len(self.backbone.blocks)
+        sums = torch.full((depth + 1, 2), float("nan"), device=images.device)
         for i in self.blocks:
             sums[i] = torch.stack(squared_error_sums(pred[i], target[i], pad))
+        sums[depth] = torch.stack(squared_error_sums(final_tokens(self.backbone, images), trace.final, pad))
         return sums
 
     def training_step(self, batch, batch_idx: int) -> Optional[torch.Tensor]:
@@ -194,11 +200,12 @@ class ConversionTask(L.LightningModule):
         self._val_sums = None
         if errors is not None:
             self.log("val_rel_error", errors[self.blocks].mean(), prog_bar=True)
+            self.log("val_feature_rel_error", errors[-1])
 
     def _reduce(self, sums: Optional[torch.Tensor]) -> Optional[torch.Tensor]:
-        """Sum the per-rank sums; per-block relative error ``sqrt(err / ref)``."""
+        """Sum the per-rank sums; relative error ``sqrt(err / ref)`` per block, then of the final tokens."""
         if sums is None:
-            sums = torch.zeros(len(self.backbone.blocks), 2, device=self.device)
+            sums = torch.zeros(len(self.backbone.blocks) + 1, 2, device=self.device)
         sums = self.trainer.strategy.reduce(sums.nan_to_num(0.0), reduce_op="sum")
         if float(sums[:, 1].sum()) == 0:
             return None
@@ -220,12 +227,14 @@ class ConversionTask(L.LightningModule):
         if self.hparams.measure_before and torch.isnan(self.error_before).all():  # not on resume
             errors = self.held_out_errors("error before conversion")
             if errors is not None:
-                self.error_before.copy_(errors)
+                self.error_before.copy_(errors[:-1])
+                self.feature_error_before.copy_(errors[-1])
 
     def on_train_end(self) -> None:
         errors = self.held_out_errors("error after conversion")
         if errors is not None:
-            self.error_after.copy_(errors)
+            self.error_after.copy_(errors[:-1])
+            self.feature_error_after.copy_(errors[-1])
         if self.trainer.is_global_zero:
             out = Path(self.hparams.output).expanduser() if self.hparams.output else \
                 Path(self.trainer.log_dir or self.trainer.default_root_dir) / "converted.pth"

@@ -16,9 +16,14 @@ multiples of the patch), which holds for the detection pyramid only: UPerNet's p
 and the video model's space-time position embeddings are traced for one size, so those two
 export one file per size.
 
-Padding masks are not an input of the exported graphs: a padded image gets position embeddings
-resampled to its own valid grid, whose size depends on the mask's values, and ``torch.export``
-traces shapes, not values. Exported models take batches of one size without padding.
+The detection pyramid takes the pixel padding mask as a second input, ``pad_mask`` ``(B, H, W)``
+bool (True = padding, the valid part top-left, as torchvision pads a batch): padded tokens stay out
+of attention and get zeros in the pyramid, and each image's position embeddings are resampled to
+its own valid grid by a traced form of the eager resampling
+(:meth:`~hydra_dense.backbones.ViT.traced_padded_positions`, which needs
+``pos_embed_antialias: false``; without it the pyramid exports without the mask input, and says
+so). Segmentation and video models take batches of one size without padding (their predict paths
+never pad: sliding windows, fixed clips).
 """
 from __future__ import annotations
 
@@ -51,9 +56,9 @@ class _DetectionPyramid(nn.Module):
         super().__init__()
         self.pyramid = task.detector.backbone
 
-    def forward(self, images: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    def forward(self, images: torch.Tensor, pad_mask: Optional[torch.Tensor] = None) -> tuple[torch.Tensor, ...]:
         self.pyramid.set_image_sizes(None)
-        return tuple(self.pyramid(images).values())
+        return tuple(self.pyramid(images, pad_mask).values())
 
 
 @dataclass
@@ -66,6 +71,7 @@ class ExportSpec:
     patch: int
     frames: Optional[int] = None
     kind: str = "segmentation"
+    pad_mask: bool = False  # a second input: the pixel padding mask (B, H, W)
     notes: list[str] = field(default_factory=list)
 
 
@@ -86,6 +92,12 @@ def export_wrapper(task: nn.Module, dynamic: bool = False) -> ExportSpec:
         spec.output_names = [f"level_{name}" for name in _pyramid_names(task)]
         spec.notes.append("detection: backbone + feature pyramid exported; the torchvision detector heads "
                           "and NMS stay in PyTorch")
+        if task.backbone.pos_embed_antialias:
+            spec.notes.append("detection: no pad_mask input (the backbone has pos_embed_antialias: true, which the "
+                              "traced per-image position resampling cannot reproduce): feed unpadded batches")
+        else:
+            spec.pad_mask = True
+            spec.input_names.append("pad_mask")
     elif isinstance(task, VideoClassificationTask):
         if dynamic:
             raise ValueError("--dynamic: the video model's exported graph holds its space-time position "
@@ -108,8 +120,10 @@ def _pyramid_names(task: nn.Module) -> list[str]:
         return list(task.detector.backbone(torch.zeros(1, 3, size, size)).keys())
 
 
-def example_inputs(spec: ExportSpec, height: int, width: int, batch: int = 1, seed: int = 0) -> tuple[torch.Tensor]:
-    """Random inputs of one size (``height`` and ``width`` multiples of the patch)."""
+def example_inputs(spec: ExportSpec, height: int, width: int, batch: int = 1, seed: int = 0) -> tuple[torch.Tensor, ...]:
+    """Random inputs of one size (``height`` and ``width`` multiples of the patch). With a padding
+    mask input, a batch of two: the first image whole, the second padded at the bottom and right
+    by a part of a patch and more (so partly padded patches are in the check too)."""
     for name, value in (("height", height), ("width", width)):
         if value % spec.patch:
             raise ValueError(f"--size: {name} {value} is not a multiple of the patch size {spec.patch}; "
@@ -117,16 +131,28 @@ def example_inputs(spec: ExportSpec, height: int, width: int, batch: int = 1, se
     gen = torch.Generator().manual_seed(seed)
     if spec.kind == "video":
         return (torch.randn(batch, 3, spec.frames, height, width, generator=gen),)
-    return (torch.randn(batch, 3, height, width, generator=gen),)
+    if not spec.pad_mask:
+        return (torch.randn(batch, 3, height, width, generator=gen),)
+    batch = max(batch, 2)
+    pad_mask = torch.zeros(batch, height, width, dtype=torch.bool)
+    valid_h, valid_w = max(1, height * 3 // 4 - 1), max(1, width * 2 // 3 - 1)
+    pad_mask[1:, valid_h:] = True
+    pad_mask[1:, :, valid_w:] = True
+    images = torch.randn(batch, 3, height, width, generator=gen).masked_fill(pad_mask[:, None], 0.0)
+    return images, pad_mask
 
 
 def _dynamic_shapes(spec: ExportSpec, max_size: int) -> dict:
-    """Height and width as symbols (multiples of the patch, up to ``max_size`` pixels)."""
+    """Height and width as symbols (multiples of the patch, up to ``max_size`` pixels); with a
+    padding mask, the batch size too (the mask's dims follow the images')."""
     h = torch.export.Dim("grid_h", min=1, max=max_size // spec.patch)
     w = torch.export.Dim("grid_w", min=1, max=max_size // spec.patch)
-    (param,) = inspect.signature(spec.module.forward).parameters
+    params = list(inspect.signature(spec.module.forward).parameters)
     first = 3 if spec.kind == "video" else 2
-    return {param: {first: spec.patch * h, first + 1: spec.patch * w}}
+    if not spec.pad_mask:
+        return {params[0]: {first: spec.patch * h, first + 1: spec.patch * w}}
+    b = torch.export.Dim("batch", min=1, max=256)
+    return {params[0]: {0: b, 2: spec.patch * h, 3: spec.patch * w}, params[1]: {0: b, 1: spec.patch * h, 2: spec.patch * w}}
 
 
 def export_onnx(spec: ExportSpec, inputs: Sequence[torch.Tensor], out: Path, dynamic: bool = False,
