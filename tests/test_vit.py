@@ -166,3 +166,27 @@ def test_forward_intermediates_reproduces_timm_in_all_msa_mode():
             a, b = ref.forward_intermediates(x, **kw), ours.forward_intermediates(x, **kw)
             torch.testing.assert_close(b, a, rtol=1e-5, atol=2e-5)
     assert [f["module"] for f in ours.feature_info] == ["blocks.11"]
+
+
+def test_traced_padded_positions_match_timms_per_image_resampling():
+    """The export form of per-image positions (fixed shapes, sizes from the mask's values) against
+    timm's resample_abs_pos_embed run on each image's own valid grid, zeros on padded tokens."""
+    from timm.layers import resample_abs_pos_embed
+
+    torch.manual_seed(0)
+    m = ViT("tiny", depth=1, patch_size=4, img_size=40, pos_embed_antialias=False).eval()
+    torch.nn.init.normal_(m.pos_embed)
+    sizes = [(13, 9), (5, 7), (10, 3), (14, 12)]  # smaller and larger than the 10x10 native grid
+    valid = torch.zeros(len(sizes), 14, 12, dtype=torch.bool)
+    for b, (vh, vw) in enumerate(sizes):
+        valid[b, :vh, :vw] = True
+    got = m.traced_padded_positions(valid)
+    for b, (vh, vw) in enumerate(sizes):
+        want = resample_abs_pos_embed(m.pos_embed, new_size=(vh, vw), old_size=(10, 10), num_prefix_tokens=1,
+                                      antialias=False)
+        grid = got[b, 1:].reshape(14, 12, -1)
+        torch.testing.assert_close(got[b, :1], want[0, :1])
+        torch.testing.assert_close(grid[:vh, :vw].reshape(vh * vw, -1), want[0, 1:], atol=2e-5, rtol=1e-5)
+        assert not grid[vh:].any() and not grid[:, vw:].any()
+    with pytest.raises(ValueError, match="pos_embed_antialias: false"):
+        ViT("tiny", depth=1, patch_size=4, img_size=40).traced_padded_positions(valid)
