@@ -54,15 +54,14 @@ def test_two_processes_metrics_equal_one_process(task, tmp_path):
             [(r["image_id"], r["category_id"]) for r in single]
 
 
-# (task, steps, checkpoint every, kill after): killed in the middle of the second epoch, and after a
-# checkpoint written at the last batch of the first (train batches per epoch: segmentation 10,
-# detection 6, video 8)
+# (task, steps, checkpoint every, kill after): every task killed in the middle of its second epoch
+# (its own sampler, augmentation and RNG state restored mid-epoch); the checkpoint written at the
+# last batch of an epoch is the loop's, not a task's, so one task covers it (train batches per
+# epoch: segmentation 10, detection 6, video 8)
 RESUME_CASES = [pytest.param("segmentation", 16, 4, 13, id="segmentation-mid_epoch"),
                 pytest.param("segmentation", 16, 5, 11, id="segmentation-epoch_end"),
                 pytest.param("detection", 10, 4, 9, id="detection-mid_epoch"),
-                pytest.param("detection", 10, 3, 7, id="detection-epoch_end"),
-                pytest.param("video", 12, 5, 11, id="video-mid_epoch"),
-                pytest.param("video", 12, 4, 9, id="video-epoch_end")]
+                pytest.param("video", 12, 5, 11, id="video-mid_epoch")]
 WORKERS = "--data.init_args.num_workers=2"  # the shipped configs' value: prefetching workers
 
 
