@@ -6,7 +6,6 @@ pos-embed resampling. Only each block's attention module is swapped according to
 """
 from __future__ import annotations
 
-import math
 from typing import Any, Literal, Optional, Sequence, Union
 
 import torch
