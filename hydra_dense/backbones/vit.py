@@ -168,28 +168,35 @@ class ViT(VisionTransformer):
         pos = pos.permute(0, 2, 3, 1) * inside[..., None].to(pos.dtype)
         return torch.cat([self.pos_embed[:, :P].expand(B, P, D), pos.reshape(B, h * w, D)], dim=1)
 
-    def _pos_embed(self, x: torch.Tensor, valid_hw: Optional[list[tuple[int, int]]] = None,
-                   pos: Optional[torch.Tensor] = None) -> torch.Tensor:
-        """``(B, h, w, D)`` patch tokens -> ``(B, P + h*w, D)`` with prefix tokens and positions.
+    def _positions(self, h: int, w: int, valid: Optional[torch.Tensor] = None) -> torch.Tensor:
+        """Position embeddings ``(1 or B, P' + h*w, D)`` for an ``h`` x ``w`` token grid.
 
-        ``valid_hw``: per-image grid of real (unpadded) tokens. Each image then gets positions
-        resampled to its own grid, placed top-left, so padding an image inside a batch changes
-        none of its tokens. ``pos``: the positions, already computed (an exported graph's).
+        ``valid``: optional ``(B, h, w)``, True = a real (unpadded) token. Each image then gets
+        positions resampled to its own valid grid, placed top-left, so padding an image inside a
+        batch changes none of its tokens (under export: :meth:`traced_padded_positions`).
         """
-        B, h, w, D = x.shape
+        if valid is None:
+            return self._resampled_pos(h, w)
+        if torch.compiler.is_exporting():  # sizes from values are not traceable: the same positions, traced
+            return self.traced_padded_positions(valid)
+        valid_hw = [(max(int(r.sum()), 1), max(int(c.sum()), 1))
+                    for r, c in zip(valid.any(2).unbind(0), valid.any(1).unbind(0))]
+        if all(hw == (h, w) for hw in valid_hw):
+            return self._resampled_pos(h, w)
         P = 0 if self.no_embed_class else self.num_prefix_tokens
-        if pos is not None:
-            pass
-        elif valid_hw is None or all(hw == (h, w) for hw in valid_hw):
-            pos = self._resampled_pos(h, w)
-        else:
-            grids = []
-            for vh, vw in valid_hw:
-                p = self._resampled_pos(vh, vw)
-                g = p[:, P:].reshape(1, vh, vw, D)
-                g = F.pad(g, (0, 0, 0, w - vw, 0, h - vh))
-                grids.append(torch.cat([p[:, :P], g.reshape(1, h * w, D)], dim=1))
-            pos = torch.cat(grids, dim=0)
+        D = self.pos_embed.shape[-1]
+        grids = []
+        for vh, vw in valid_hw:
+            p = self._resampled_pos(vh, vw)
+            g = p[:, P:].reshape(1, vh, vw, D)
+            g = F.pad(g, (0, 0, 0, w - vw, 0, h - vh))
+            grids.append(torch.cat([p[:, :P], g.reshape(1, h * w, D)], dim=1))
+        return torch.cat(grids, dim=0)
+
+    def _pos_embed(self, x: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
+        """``(B, h, w, D)`` patch tokens + positions ``(1 or B, P' + h*w, D)`` -> ``(B, P + h*w, D)``
+        with prefix tokens."""
+        B, h, w, D = x.shape
         x = x.reshape(B, h * w, D)
         prefix = []
         if self.cls_token is not None:
@@ -227,17 +234,12 @@ class ViT(VisionTransformer):
             raise ValueError(f"ViT: pad_mask must be bool of shape {(B, H, W)}, got {pad_mask.dtype} {tuple(pad_mask.shape)}")
         tokens = self.patch_embed(x)  # (B, h, w, D)
         h, w = tokens.shape[1:3]
-        kpm, valid_hw, pos = None, None, None
+        kpm, valid = None, None
         if pad_mask is not None:
             grid_mask = self.token_padding_mask(pad_mask)
             valid = ~grid_mask.reshape(B, h, w)
-            if torch.compiler.is_exporting():  # sizes from values are not traceable: the same positions, traced
-                pos = self.traced_padded_positions(valid)
-            else:
-                valid_hw = [(max(int(r.sum()), 1), max(int(c.sum()), 1))
-                            for r, c in zip(valid.any(2).unbind(0), valid.any(1).unbind(0))]
             kpm = torch.cat([grid_mask.new_zeros(B, self.num_prefix_tokens), grid_mask], dim=1)
-        tokens = self.norm_pre(self.patch_drop(self._pos_embed(tokens, valid_hw, pos)))
+        tokens = self.norm_pre(self.patch_drop(self._pos_embed(tokens, self._positions(h, w, valid))))
         layout = TokenLayout((h, w), self.num_prefix_tokens, kpm)
         last = len(self.blocks) - 1 if stop_at is None else stop_at
         outs = []

@@ -71,8 +71,12 @@ class ExportSpec:
     patch: int
     frames: Optional[int] = None
     kind: str = "segmentation"
-    pad_mask: bool = False  # a second input: the pixel padding mask (B, H, W)
     notes: list[str] = field(default_factory=list)
+
+    @property
+    def pad_mask(self) -> bool:
+        """Whether the graph takes the pixel padding mask ``(B, H, W)`` as its second input."""
+        return "pad_mask" in self.input_names
 
 
 def export_wrapper(task: nn.Module, dynamic: bool = False) -> ExportSpec:
@@ -96,7 +100,6 @@ def export_wrapper(task: nn.Module, dynamic: bool = False) -> ExportSpec:
             spec.notes.append("detection: no pad_mask input (the backbone has pos_embed_antialias: true, which the "
                               "traced per-image position resampling cannot reproduce): feed unpadded batches")
         else:
-            spec.pad_mask = True
             spec.input_names.append("pad_mask")
     elif isinstance(task, VideoClassificationTask):
         if dynamic:
