@@ -24,6 +24,9 @@ their outputs are zero. Names used in attention plans (``plan: {default: hydra, 
 ``dwc<K>_2d``  per-frame K x K on a video grid (1 x K x K); the same as ``dwc<K>`` on images
 ``dwc<K>_x``   K x K depthwise conv on the block input instead of v
 ``dwc<K>_kv``  K x K depthwise conv on phi(k) * v, gated by D * phi(q) (local Hydra)
+``win<W>``     softmax in W x W windows, prefix tokens as keys, zero-initialised gate
+               (:mod:`hydra_dense.local_window`); ``win<W>_shift``: moved by W // 2 in odd blocks
+``win<W>+dwc<K>``  both branches
 =============  ==========================================================================
 """
 from __future__ import annotations
@@ -41,32 +44,49 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = ["LocalMixSpec", "LocalMixing", "parse_local", "LOCAL_EXAMPLES"]
 
-LOCAL_EXAMPLES = ("dwc3", "dwc5", "dwc7", "dwc3_x", "dwc3_kv", "dwc3_2d")
+LOCAL_EXAMPLES = ("dwc3", "dwc5", "dwc7", "dwc3_x", "dwc3_kv", "dwc3_2d", "win4", "win4+dwc7")
 _PATTERN = re.compile(r"dwc(\d+)(_x|_kv)?(_2d)?")
+_WINDOW = re.compile(r"win(\d+)(_shift)?")
 
 
 @dataclass(frozen=True)
 class LocalMixSpec:
-    """A parsed local-mixing name: odd ``kernel`` size, ``source`` tensor, ``spatial_only`` for videos."""
+    """A parsed local-mixing name: the convolution branch (odd ``kernel`` size, 0 = none; ``source``
+    tensor; ``spatial_only`` for videos) and the window-softmax branch (``window`` side, 0 = none;
+    ``shifted``: windows moved by ``window // 2`` in odd blocks)."""
 
     name: str
-    kernel: int
+    kernel: int = 0
     source: Literal["v", "x", "kv"] = "v"
     spatial_only: bool = False
+    window: int = 0
+    shifted: bool = False
 
 
 def parse_local(name: Optional[str]) -> Optional[LocalMixSpec]:
-    """``"dwc3"`` / ``"dwc5_x"`` / ``"dwc3_kv"`` / ``"dwc3_2d"`` -> :class:`LocalMixSpec`; None or ``"none"`` -> None."""
+    """``"dwc3"`` / ``"dwc5_x"`` / ``"dwc3_kv"`` / ``"dwc3_2d"`` / ``"win4"`` / ``"win4+dwc7"`` ->
+    :class:`LocalMixSpec`; None or ``"none"`` -> None."""
     if name is None or name == "none":
         return None
-    m = _PATTERN.fullmatch(str(name))
-    if m is None:
-        raise ValueError(f"unknown local mixing {name!r}; use dwc<K>, dwc<K>_x, dwc<K>_kv or dwc<K>_2d with an odd K, "
-                         f"e.g. {', '.join(LOCAL_EXAMPLES)}")
-    kernel = int(m.group(1))
-    if kernel < 1 or kernel % 2 == 0:
-        raise ValueError(f"local mixing {name!r}: the kernel size must be odd (3, 5, 7, ...), got {kernel}")
-    return LocalMixSpec(str(name), kernel, (m.group(2) or "_v")[1:], bool(m.group(3)))
+    conv, window, shifted = None, 0, False
+    for part in str(name).split("+"):
+        m, mw = _PATTERN.fullmatch(part), _WINDOW.fullmatch(part)
+        if (m is None and mw is None) or (m is not None and conv is not None) or (mw is not None and window):
+            raise ValueError(f"unknown local mixing {name!r}; use dwc<K>, dwc<K>_x, dwc<K>_kv or dwc<K>_2d with an "
+                             f"odd K, win<W>, or one of each joined by '+', e.g. {', '.join(LOCAL_EXAMPLES)}")
+        if mw is not None:
+            window, shifted = int(mw.group(1)), bool(mw.group(2))
+            if window < 1:
+                raise ValueError(f"local mixing {name!r}: the window must be at least 1 token, got {window}")
+            continue
+        conv = m
+        kernel = int(m.group(1))
+        if kernel < 1 or kernel % 2 == 0:
+            raise ValueError(f"local mixing {name!r}: the kernel size must be odd (3, 5, 7, ...), got {kernel}")
+    if conv is None:
+        return LocalMixSpec(str(name), window=window, shifted=shifted)
+    return LocalMixSpec(str(name), int(conv.group(1)), (conv.group(2) or "_v")[1:], bool(conv.group(3)), window,
+                        shifted)
 
 
 _CONVS = {1: nn.Conv1d, 2: nn.Conv2d, 3: nn.Conv3d}
@@ -87,6 +107,8 @@ class LocalMixing(nn.Module):
 
     def __init__(self, dim: int, spec: LocalMixSpec, grid_dims: int = 2) -> None:
         super().__init__()
+        if spec.kernel < 1:
+            raise ValueError(f"LocalMixing: local mixing {spec.name!r} has no convolution")
         if grid_dims not in _CONVS:
             raise ValueError(f"LocalMixing: grid_dims must be 1, 2 or 3, got {grid_dims}")
         k = spec.kernel

@@ -17,6 +17,7 @@ from timm.layers import Attention as TimmAttention
 from timm.models.vision_transformer_sam import get_decomposed_rel_pos_bias
 
 from ..local_mixing import LocalMixing, parse_local
+from ..local_window import WindowSoftmaxBranch
 from .ops import KernelName, _kernel, aft_simple, hydra_attention, linear_attention, poly_nl
 
 __all__ = ["TokenLayout", "PlannedAttention", "MSAttention", "GlobalLinearAttention", "HydraAttention",
@@ -111,25 +112,32 @@ class MSAttention(PlannedAttention):
 class GlobalLinearAttention(PlannedAttention):
     """Base of the global linear attentions (Hydra, multi-head linear): an optional local branch.
 
-    ``local`` names a :mod:`~hydra_dense.local_mixing` variant (``"dwc3"`` ...): a zero-initialised
-    depthwise convolution over the token grid (``local_dims`` = 2 for images, 3 for video, 1 for a
-    temporal axis), added to the global output before ``proj``. Its parameters are ``local.conv.*``.
+    ``local`` names a :mod:`~hydra_dense.local_mixing` variant (``"dwc3"``, ``"win4"``, ``"win4+dwc7"``
+    ...) over the token grid (``local_dims`` = 2 for images, 3 for video, 1 for a temporal axis),
+    added to the global output before ``proj``: a zero-initialised depthwise convolution (parameters
+    ``local.conv.*``) and / or gated window softmax with the block's own heads (``local_window.gate``,
+    :mod:`~hydra_dense.local_window`; ``local_shifted``: this block's windows are the shifted ones of a
+    ``win<W>_shift`` plan).
     """
 
     kv_local = True  # the kernel is a feature map phi: a ``source="kv"`` branch is defined
 
     def __init__(self, dim: int, num_heads: int = 8, local: Optional[str] = None, local_dims: int = 2,
-                 **kwargs) -> None:
+                 local_shifted: bool = False, **kwargs) -> None:
         super().__init__(dim, num_heads=num_heads, **kwargs)
         spec = parse_local(local)
-        if spec is not None and spec.source == "kv" and not self.kv_local:
+        if spec is not None and spec.kernel and spec.source == "kv" and not self.kv_local:
             raise ValueError(f"{type(self).__name__}: local mixing {local!r} restricts Hydra's kernel to a "
                              f"neighbourhood; {self.kind!r} blocks take a branch on v or x (dwc3, dwc5_x, ...)")
-        self.local = LocalMixing(dim, spec, local_dims) if spec is not None else None
+        self.local_spec = spec
+        self.local = LocalMixing(dim, spec, local_dims) if spec is not None and spec.kernel else None
+        shift = spec.window // 2 if spec is not None and spec.shifted and local_shifted else 0
+        self.local_window = (WindowSoftmaxBranch(dim, num_heads, spec.window, local_dims, shift)
+                             if spec is not None and spec.window else None)
 
     @property
     def local_name(self) -> Optional[str]:
-        return self.local.spec.name if self.local is not None else None
+        return self.local_spec.name if self.local_spec is not None else None
 
     def _qkv_flat(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """``(B, N, D)`` -> q, k, v each ``(B, N, D)`` (q/k norms applied per original head)."""
@@ -154,6 +162,8 @@ class GlobalLinearAttention(PlannedAttention):
 
     def _mix_out(self, glob: torch.Tensor, x: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
                  layout: Optional[TokenLayout]) -> torch.Tensor:
+        if self.local_window is not None:
+            glob = glob + self.local_window(q, k, v, layout).to(glob.dtype)
         if self.local is not None:
             source = self.local.spec.source
             if source == "kv":  # local Hydra: D * phi(q) * dwc(phi(k) * v)
@@ -166,7 +176,7 @@ class GlobalLinearAttention(PlannedAttention):
         return self._out(glob)
 
     def extra_repr(self) -> str:
-        return super().extra_repr() + (f", local={self.local_name}" if self.local is not None else "")
+        return super().extra_repr() + (f", local={self.local_name}" if self.local_spec is not None else "")
 
 
 class HydraAttention(GlobalLinearAttention):
@@ -329,10 +339,10 @@ def build_attention(kind: str, dim: int, num_heads: int, **kwargs) -> PlannedAtt
     """Build the attention module for ``kind`` (one of :data:`ATTENTION_KINDS`)."""
     if kind not in _MODULES:
         raise ValueError(f"unknown attention {kind!r}; choose from {list(ATTENTION_KINDS)}")
-    own = {"window": ("window_size", "rel_pos"), "linear": ("linear_heads", "kernel", "local", "local_dims"),
-           "hydra": ("local", "local_dims"),
-           "aft": ("local", "local_dims"), "polynl": ("local", "local_dims")}
-    specific = {"window_size", "rel_pos", "linear_heads", "kernel", "local", "local_dims"}
+    local = ("local", "local_dims", "local_shifted")
+    own = {"window": ("window_size", "rel_pos"), "linear": ("linear_heads", "kernel", *local),
+           "hydra": local, "aft": local, "polynl": local}
+    specific = {"window_size", "rel_pos", "linear_heads", "kernel", *local}
     common = {k: v for k, v in kwargs.items() if k not in specific}
     extra = {k: kwargs[k] for k in own.get(kind, ()) if k in kwargs}
     return _MODULES[kind](dim, num_heads=num_heads, **extra, **common)

@@ -16,7 +16,7 @@ LOCAL_KINDS = ("hydra", "linear", "aft", "polynl")  # the kinds a plan's ``local
 PLAN_NAMES = ("msa", "hydra", "aft", "polynl", "none", "hybrid<L>", "aft_last<L>", "polynl_last<L>", "hydra_at<i>.<j>...",
               "vitdet_msa", "vitdet_hydra", "linear<H>")
 # every plan with Hydra / linear blocks also takes a local-mixing suffix: hydra+dwc3, hybrid4+dwc5, ...
-LOCAL_NAMES = ("dwc3", "dwc5", "dwc7", "dwc3_x", "dwc3_kv", "dwc3_2d")
+LOCAL_NAMES = ("dwc3", "dwc5", "dwc7", "dwc3_x", "dwc3_kv", "dwc3_2d", "win2", "win4", "win4+dwc7")
 
 
 @dataclass

@@ -35,7 +35,7 @@ class CheckpointError(ValueError):
 
 def is_plan_added(key: str) -> bool:
     """Parameters a plan adds that start as a no-op (zero-initialised local mixing): new, not missing."""
-    return ".local.conv." in key
+    return ".local.conv." in key or ".local_window." in key
 
 
 @dataclass

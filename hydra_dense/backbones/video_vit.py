@@ -144,13 +144,14 @@ class VideoViT(nn.Module):
         if "window" in kinds:
             raise ValueError("VideoViT: window attention is not supported for video; use msa / hydra / none / linear")
         kw = self.plan.attention_kwargs()
-        for blk, kind in zip(self.blocks, kinds):
+        for i, (blk, kind) in enumerate(zip(self.blocks, kinds)):
             divided = isinstance(blk, DividedSpaceTimeBlock)
             inner = blk.block if divided else blk
             # local mixing runs over the grid each attention sees: (t, h, w) joint, (h, w) / (t,) divided
-            inner.attn = swap_attention(inner.attn, kind, **kw, local_dims=2 if divided else 3)
+            inner.attn = swap_attention(inner.attn, kind, **kw, local_dims=2 if divided else 3, local_shifted=i % 2 == 1)
             if divided:
-                blk.temporal_attn = swap_attention(blk.temporal_attn, kind, **kw, local_dims=1)
+                blk.temporal_attn = swap_attention(blk.temporal_attn, kind, **kw, local_dims=1,
+                                                   local_shifted=i % 2 == 1)
         self.attention_kinds = kinds
 
     def grid_size(self, frames: int, height: int, width: int) -> tuple[int, int, int]:

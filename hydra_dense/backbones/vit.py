@@ -113,10 +113,11 @@ class ViT(VisionTransformer):
         """(Re)assign every block's attention, keeping the qkv / proj weights."""
         self.plan = AttentionPlan.coerce(plan)
         kinds = self.plan.resolve(len(self.blocks))
-        for blk, kind in zip(self.blocks, kinds):
+        for i, (blk, kind) in enumerate(zip(self.blocks, kinds)):
             if (getattr(blk.attn, "kind", None) != kind or kind in ("window", "linear")
                     or getattr(blk.attn, "local_name", None) != self.plan.local_of(kind)):
-                blk.attn = swap_attention(blk.attn, kind, **self.plan.attention_kwargs(), local_dims=2)
+                blk.attn = swap_attention(blk.attn, kind, **self.plan.attention_kwargs(), local_dims=2,
+                                          local_shifted=i % 2 == 1)
         self.attention_kinds = kinds
 
     # ---- dense interface -------------------------------------------------------------------

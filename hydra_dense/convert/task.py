@@ -252,7 +252,7 @@ class ConversionTask(L.LightningModule):
         local, attn = [], []
         for i in self.blocks:
             for name, p in self.backbone.blocks[i].attn.named_parameters():
-                (local if name.startswith("local.") else attn).append(p)
+                (local if name.startswith(("local.", "local_window.")) else attn).append(p)
         groups = [dict(params=attn, lr=h.lr)]
         if local:
             groups.append(dict(params=local, lr=h.lr * h.local_lr_mult))
