@@ -292,3 +292,58 @@ def test_converted_video_recipe_converts_the_comparisons_own_msa_run(tmp_path, m
     model.extra = torch.nn.Linear(2, 2)
     with pytest.raises(KeyError, match="lack extra.weight"):
         load_task_head(model, meta["source"])
+
+
+def test_from_msa_recipes_convert_each_seeds_msa_run_on_the_task_images(tmp_path, monkeypatch):
+    """@from_msa: the msa run of each seed is converted (on the comparison's own training images, held
+    out by every val_every-th image) and fine-tuned with its head; msa@continued trains that run again."""
+    import torch
+
+    from hydra_dense.backbones import ViT
+    from hydra_dense.compare.recipes import parse_recipes
+
+    with pytest.raises(ValueError, match="list msa first"):
+        parse_recipes("hydra,hydra@from_msa")
+    with pytest.raises(ValueError, match="only msa@continued"):
+        parse_recipes("msa,hydra@continued")
+    monkeypatch.setenv("HYDRA_DENSE_CACHE", str(tmp_path / "cache"))
+    source = tmp_path / "msa.pth"
+    torch.manual_seed(0)
+    torch.save(ViT(None, embed_dim=32, depth=2, num_heads=2, patch_size=4, img_size=32).state_dict(), source)
+    # the task's data root is given only as an override: the conversion's images must come from there too
+    config = _seg_config(tmp_path)
+    data_root = config["data"]["init_args"]["root"]
+    config["data"]["init_args"]["root"] = str(tmp_path / "not_here")
+    cfg = tmp_path / "cfg.yaml"
+    cfg.write_text(yaml.safe_dump(config))
+    conv = tmp_path / "convert.yaml"
+    conv.write_text(yaml.safe_dump({
+        "trainer": {"accelerator": "cpu", "enable_progress_bar": False, "num_sanity_val_steps": 0,
+                    "val_check_interval": 2, "check_val_every_n_epoch": None},
+        "model": {"class_path": "hydra_dense.convert.ConversionTask", "init_args": {
+            "backbone": {"class_path": "hydra_dense.backbones.ViT", "init_args": {"size": "tiny"}},
+            "lr": 3e-3, "warmup_steps": 1}},
+        "data": {"class_path": "hydra_dense.data.UnlabeledImageDataModule", "init_args": {
+            "task_config": "placeholder.yaml", "val_every": 4, "crop_size": 32, "batch_size": 4,
+            "val_batch_size": 4, "num_workers": 0}}}))
+    out = tmp_path / "out"
+    assert compare_main(["--config", str(cfg), "--pretrained", str(source), "--plans",
+                         "msa,hydra+win2@from_msa,msa@continued", "--seeds", "0,1", "--from-msa-convert-config",
+                         str(conv), "--convert-steps", "2", "--speed-size", "0", "--speed-repeats", "2", "--out",
+                         str(out), f"--data.init_args.root={data_root}"]) == 0
+    checkpoints = sorted((tmp_path / "cache" / "converted").glob("*/converted.pth"))
+    sources = sorted(torch.load(c, map_location="cpu", weights_only=True)["hydra_dense"]["source"] for c in checkpoints)
+    assert sources == [str(out / "msa" / f"seed{s}" / "final_weights.pt") for s in (0, 1)]
+    for seed in (0, 1):
+        msa = str(out / "msa" / f"seed{seed}" / "final_weights.pt")
+        req = json.loads((out / "hydra+win2@from_msa" / f"seed{seed}" / "request.json").read_text())
+        assert req["head_from"] == msa and req["seed"] == seed
+        meta = torch.load(req["converted"], map_location="cpu", weights_only=True)["hydra_dense"]
+        assert meta["source"] == msa and "train split, labels unused" in meta["data"]
+        assert "6 train / 2 val images" in meta["data"]  # 8 training images, every 4th held out
+        cont = json.loads((out / "msa@continued" / f"seed{seed}" / "request.json").read_text())
+        assert cont["converted"] == cont["head_from"] == msa
+    rows = {r["plan"]: r for r in csv.DictReader((out / "table.csv").open())}
+    assert rows["hydra+win2@from_msa"]["attention"] == "hydra+win2 x2" and rows["msa@continued"]["attention"] == "msa x2"
+    assert "teacher: the msa run of each seed (2 conversions" in rows["hydra+win2@from_msa"]["convert_data"]
+    assert float(rows["hydra+win2@from_msa"]["convert_min"]) > 0 and rows["msa@continued"]["convert_min"] == ""

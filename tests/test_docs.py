@@ -88,3 +88,29 @@ def test_the_video_conversion_config_instantiates(tiny_kinetics, tmp_path):
                 "--data.init_args.num_classes=2", f"--trainer.default_root_dir={tmp_path}",
                 f"--model.init_args.output={tmp_path / 'out.pth'}"], run=False)
     assert isinstance(cli.model, ConversionTask)
+
+
+def test_the_task_images_conversion_config_instantiates(tmp_path):
+    """configs/convert/dinov2_s14_task_images.yaml takes a task config's training images (labels never
+    read) and holds out every 10th for the conversion's own error; its backbone is the DINOv2 ViT-S/14."""
+    import torch
+    import yaml
+
+    from hydra_dense.backbones import ViT
+    from hydra_dense.cli import main
+    from hydra_dense.convert import ConversionTask
+
+    from .test_segmentation import make_ade
+
+    make_ade(tmp_path / "ade", n_train=20, n_val=2)
+    task = yaml.safe_load((ROOT / "configs" / "segmentation" / "demo_digits.yaml").read_text())
+    task["model"]["init_args"]["backbone"] = str(ROOT / "configs" / "backbones" / "vit_s14_dinov2_msa.yaml")
+    (tmp_path / "task.yaml").write_text(yaml.safe_dump(task))
+    teacher = ViT("small", patch_size=14, img_size=518, init_values=1e-5, plan="msa")
+    torch.save({f"backbone.{k}": v for k, v in teacher.state_dict().items()}, tmp_path / "msa_run.pt")
+    cli = main(["--config", str(ROOT / "configs" / "convert" / "dinov2_s14_task_images.yaml"),
+                f"--model.init_args.source={tmp_path / 'msa_run.pt'}", f"--data.init_args.task_config={tmp_path / 'task.yaml'}",
+                f"--data.init_args.task_overrides=[\"--data.init_args.root={tmp_path / 'ade'}\"]",
+                f"--trainer.default_root_dir={tmp_path}", f"--model.init_args.output={tmp_path / 'out.pth'}"], run=False)
+    assert isinstance(cli.model, ConversionTask) and cli.model.student_labels == ["hydra+dwc7"] * 12
+    assert cli.datamodule.describe().endswith("18 train / 2 val images, crops 112px")

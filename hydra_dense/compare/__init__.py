@@ -9,8 +9,10 @@ way, over several seeds, side by side.
 
 Every recipe gets the same config, data and schedule; only the backbone's attention plan changes
 (``--plans``; ``+dwc3`` adds local mixing, ``@converted`` converts the MSA weights first: the
-pretrained ones, or for a task trained from scratch the comparison's own ``msa`` run) or the
-backbone file (``--backbones a.yaml,b.yaml``). Each (recipe, seed) trains in a fresh process, so its
+pretrained ones, or for a task trained from scratch the comparison's own ``msa`` run;
+``@from_msa`` converts the comparison's fine-tuned ``msa`` run of each seed and fine-tunes again,
+``msa@continued`` fine-tunes that run again without conversion) or the backbone file
+(``--backbones a.yaml,b.yaml``). Each (recipe, seed) trains in a fresh process, so its
 peak memory is its own; finished runs are reused when the same command is run again. Extra
 ``--key=value`` arguments are LightningCLI overrides. Outputs in ``--out``: ``table.md`` /
 ``table.csv`` (mean ± std over seeds), ``runs.csv`` (every seed), ``per_class.md``,
@@ -122,26 +124,40 @@ def run_comparison(args: argparse.Namespace, overrides: list[str]) -> list[dict]
     if converting and start is None:
         _check_conversion_teacher(recipes, config)
 
-    def train_seeds(recipe, converted=None, head_from=None) -> list[dict]:
+    # every msa seed's weights are kept when later recipes start from them
+    keep_all = any(r.from_msa_run for r in recipes)
+
+    def train_seeds(recipe, starts: Optional[list[tuple[str, Optional[str]]]] = None) -> list[dict]:
+        """``starts``: per seed, the backbone checkpoint to load and the task weights whose head to load."""
         runs = []
         for i, seed in enumerate(seeds):
+            converted, head_from = starts[i] if starts else (None, None)
             req = dict(recipe=recipe.name, plan_name=recipe.plan_name, backbone_yaml=recipe.backbone_yaml, seed=seed,
                        config=str(config.resolve()), overrides=list(overrides), pretrained=weights,
-                       converted=str(converted[0]) if converted else None, max_steps=args.max_steps,
-                       save_weights=i == 0)
+                       converted=converted, max_steps=args.max_steps,
+                       save_weights=i == 0 or (keep_all and recipe is recipes[0]))
             if head_from:
                 req["head_from"] = head_from
             runs.append(_run_or_reuse(req, out / recipe.name / f"seed{seed}", config, args.rerun))
         return runs
 
     # recipes trained from the given weights first: a converted recipe may convert one of them (msa)
-    by_recipe = {r.name: train_seeds(r) for r in recipes if not r.converted}
+    by_recipe = {r.name: train_seeds(r) for r in recipes if r.start == "given"}
     conversions = {}
     if converting:
         # a trained task model as the source: its head comes along (it fits the features conversion imitates)
         head_from = None if start else by_recipe[recipes[0].name][0]["weights"]
         conversions = _conversions(recipes, args, config, overrides, start or head_from)
-        by_recipe.update({r.name: train_seeds(r, conversions[r.name], head_from) for r in recipes if r.converted})
+        by_recipe.update({r.name: train_seeds(r, [(str(conversions[r.name][0]), head_from)] * len(seeds))
+                          for r in recipes if r.converted})
+    if keep_all:
+        from .stages import msa_run_starts
+
+        starts, staged = msa_run_starts(recipes, by_recipe[recipes[0].name], config, overrides,
+                                        args.from_msa_convert_config, args.convert_steps,
+                                        args.convert_args.split() if args.convert_args else [])
+        conversions.update(staged)
+        by_recipe.update({r.name: train_seeds(r, starts[r.name]) for r in recipes if r.name in starts})
     runs = [run for r in recipes for run in by_recipe[r.name]]
 
     print("\n=== speed (interleaved, after warm-up; trained weights of the first seed) ===", flush=True)
@@ -184,6 +200,7 @@ def run_comparison(args: argparse.Namespace, overrides: list[str]) -> list[dict]
 def parse_args(argv: Optional[list[str]] = None) -> tuple[argparse.Namespace, list[str]]:
     from .conversion import DEFAULT_CONVERT_CONFIG, VIDEO_CONVERT_CONFIG
     from .inputs import repo_root
+    from .stages import TASK_CONVERT_CONFIG
 
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--config", default=str(repo_root() / DEMO_CONFIG))
@@ -202,6 +219,9 @@ def parse_args(argv: Optional[list[str]] = None) -> tuple[argparse.Namespace, li
                    help=f"conversion config (data, schedule) of @converted recipes; the backbone and plan come from the "
                         f"task config and the recipe. Default {DEFAULT_CONVERT_CONFIG} for image ViTs, "
                         f"{VIDEO_CONVERT_CONFIG} for video ViTs")
+    p.add_argument("--from-msa-convert-config", default=None,
+                   help=f"conversion config of @from_msa recipes (default {TASK_CONVERT_CONFIG} for image ViTs: the "
+                        f"comparison's own training images, labels unused; {VIDEO_CONVERT_CONFIG} for video ViTs)")
     p.add_argument("--convert-steps", type=int, default=None, help="conversion steps (default: the conversion "
                                                                    "config's trainer.max_steps)")
     p.add_argument("--convert-args", default="", help="extra CLI overrides for the conversion, space separated")

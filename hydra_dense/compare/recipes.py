@@ -4,28 +4,50 @@
     hydra+dwc3 | hybrid8+dwc5 ...                            + local mixing in the Hydra blocks
     hydra+dwc3@converted                                     the backbone converted from the MSA
                                                              weights first (hydra_dense.convert)
+    hydra+dwc7@from_msa                                      the comparison's own fine-tuned msa run
+                                                             of the same seed converted (on the
+                                                             task's training images, labels unused),
+                                                             its head kept, then fine-tuned
+    msa@continued                                            that msa run fine-tuned once more: the
+                                                             same labelled steps, no conversion
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
+from typing import Literal, Optional
 
 from ..attention import AttentionPlan
 
-__all__ = ["Recipe", "parse_recipes", "recipe_names", "CONVERTED"]
+__all__ = ["Recipe", "parse_recipes", "recipe_names", "CONVERTED", "FROM_MSA", "CONTINUED"]
 
 CONVERTED = "@converted"
+FROM_MSA = "@from_msa"
+CONTINUED = "@continued"
+Start = Literal["given", "converted", "from_msa", "continued"]
+_SUFFIXES: dict[str, Start] = {CONVERTED: "converted", FROM_MSA: "from_msa", CONTINUED: "continued"}
 
 
 @dataclass(frozen=True)
 class Recipe:
-    """One row of the comparison: ``name`` as given, its plan name (or a backbone YAML), converted or not."""
+    """One row of the comparison: ``name`` as given, its plan name (or a backbone YAML), and where its
+    weights start: ``given`` (the pretrained weights, or scratch), ``converted`` (those weights
+    converted first), ``from_msa`` (the comparison's msa run of the same seed converted, head kept) or
+    ``continued`` (that msa run itself, trained once more)."""
 
     name: str
     plan_name: Optional[str] = None
     backbone_yaml: Optional[str] = None
-    converted: bool = False
+    start: Start = "given"
+
+    @property
+    def converted(self) -> bool:
+        return self.start == "converted"
+
+    @property
+    def from_msa_run(self) -> bool:
+        """Starts from the comparison's own msa run of the same seed (``@from_msa``, ``@continued``)."""
+        return self.start in ("from_msa", "continued")
 
     def plan(self, depth: int) -> AttentionPlan:
         if self.plan_name is None:
@@ -44,19 +66,28 @@ def parse_recipes(plans: Optional[str], backbones: Optional[str] = None, depth: 
         return out
     out = []
     for name in [p.strip() for p in (plans or "").split(",") if p.strip()]:
-        base, converted = (name[: -len(CONVERTED)], True) if name.endswith(CONVERTED) else (name, False)
+        base, start = name, "given"
+        for suffix, kind in _SUFFIXES.items():
+            if name.endswith(suffix):
+                base, start = name[: -len(suffix)], kind
         plan = AttentionPlan.from_name(base, depth)  # raises naming the bad plan
-        if converted and not any(k != "msa" for k in plan.resolve(depth)):
+        if start in ("converted", "from_msa") and not any(k != "msa" for k in plan.resolve(depth)):
             raise ValueError(f"--plans: {name!r}: conversion needs a plan with non-MSA blocks")
-        out.append(Recipe(name, base, converted=converted))
+        if start == "continued" and base != "msa":
+            raise ValueError(f"--plans: {name!r}: only msa@continued exists (the msa run trained once more)")
+        out.append(Recipe(name, base, start=start))
     if not out:
         raise ValueError("--plans: no plan given")
     if len({r.name for r in out}) != len(out):
         raise ValueError(f"--plans: a plan is listed twice: {plans}")
+    if any(r.from_msa_run for r in out) and (out[0].plan_name != "msa" or out[0].start != "given"):
+        raise ValueError(f"--plans: {FROM_MSA} / {CONTINUED} recipes start from the comparison's own msa runs: list "
+                         f"msa first (got {out[0].name!r})")
     return out
 
 
 def recipe_names(depth: int = 12) -> list[str]:
     """Every accepted name (``<L>`` / ``<H>`` stand for any number), for ``--list-plans``."""
     names = AttentionPlan.names(depth)
-    return names + [n + CONVERTED for n in names if n not in ("msa", "none", "vitdet_msa")]
+    convertible = [n for n in names if n not in ("msa", "none", "vitdet_msa")]
+    return names + [n + CONVERTED for n in convertible] + [n + FROM_MSA for n in convertible] + ["msa" + CONTINUED]

@@ -88,6 +88,8 @@ class UnlabeledImageDataModule(SplitDataModule):
         task_config: instead of ``root``, a task YAML (e.g. ``configs/segmentation/demo_digits.yaml``):
             its ``data:`` module is built and the image files of its training split are used
             (labels are never read); validation images come from ``val_root`` or are held out.
+        task_overrides: CLI overrides applied to ``task_config`` first, as the task's own run had them
+            (e.g. ``["--data.init_args.root=/data/ADEChallengeData2016"]``).
         crop_size: side of the square crops (sets the token count: ``(crop_size / patch)^2``).
         scale_range: area fraction of the image a crop covers before resizing (RandomResizedCrop).
         hflip: random horizontal flips for training crops.
@@ -99,6 +101,7 @@ class UnlabeledImageDataModule(SplitDataModule):
         root: Union[str, list[str], None] = None,
         val_root: Union[str, list[str], None] = None,
         task_config: Optional[str] = None,
+        task_overrides: Optional[list[str]] = None,
         crop_size: int = 224,
         scale_range: tuple[float, float] = (0.25, 1.0),
         hflip: bool = True,
@@ -117,7 +120,7 @@ class UnlabeledImageDataModule(SplitDataModule):
             raise ValueError("data: give exactly one of data.root (image folders) or data.task_config (a task YAML)")
         if crop_size < 1 or val_every < 2:
             raise ValueError(f"data: crop_size must be >= 1 and val_every >= 2, got {crop_size} and {val_every}")
-        train = self._task_images(task_config) if task_config else self._folders(root, "data.root")
+        train = self._task_images(task_config, task_overrides or []) if task_config else self._folders(root, "data.root")
         if val_root is not None:
             val = self._folders(val_root, "data.val_root")
         else:
@@ -133,8 +136,8 @@ class UnlabeledImageDataModule(SplitDataModule):
         return [f for r in ([roots] if isinstance(roots, str) else roots) for f in find_images(r, key)]
 
     @staticmethod
-    def _task_images(config: str) -> list[Path]:
-        """Image files of the training split of the data module a task YAML declares."""
+    def _task_images(config: str, overrides: Sequence[str] = ()) -> list[Path]:
+        """Image files of the training split of the data module a task YAML (after ``overrides``) declares."""
         import contextvars
         import importlib
 
@@ -143,9 +146,18 @@ class UnlabeledImageDataModule(SplitDataModule):
         path = Path(config).expanduser()
         if not path.is_file():
             raise FileNotFoundError(f"data.task_config: {path} does not exist")
-        data = (yaml.safe_load(path.read_text()) or {}).get("data")
+        if overrides:
+            from jsonargparse import Namespace
+
+            from ..cli import parse_config
+
+            parsed = parse_config(["--config", str(path), *overrides]).get("data")
+            data = parsed.as_dict() if isinstance(parsed, Namespace) else parsed
+        else:
+            data = (yaml.safe_load(path.read_text()) or {}).get("data")
         if not isinstance(data, dict) or "class_path" not in data:
             raise ValueError(f"data.task_config: {path} has no data: section with a class_path")
+        data = {k: v for k, v in data.items() if not k.startswith("__")}  # jsonargparse's own bookkeeping
         module, _, name = data["class_path"].rpartition(".")
         # built in an empty context: LightningCLI hands its own init_args to save_hyperparameters
         # through a context variable, which would otherwise replace the task data module's

@@ -1,0 +1,85 @@
+"""Recipes that start from the comparison's own fine-tuned ``msa`` run of the same seed.
+
+``<plan>@from_msa``: that run's backbone is converted into ``<plan>`` (each converted block learns
+to reproduce the fine-tuned softmax block on the task's training images, labels never read), its
+task head kept, then the whole model is fine-tuned with the task's schedule. ``msa@continued``:
+the same second fine-tune of the msa run without conversion, the control with the same labelled
+steps. One conversion per seed, so the spread over seeds includes the msa runs' own.
+"""
+from __future__ import annotations
+
+import json
+import statistics
+from dataclasses import asdict
+from pathlib import Path
+from typing import Optional
+
+from .conversion import VIDEO_CONVERT_CONFIG, converted_checkpoint, task_backbone_config
+
+__all__ = ["msa_run_starts", "TASK_CONVERT_CONFIG", "task_convert_config"]
+
+TASK_CONVERT_CONFIG = "configs/convert/dinov2_s14_task_images.yaml"
+
+Start = tuple[str, str]  # (backbone checkpoint, task weights whose head the run loads)
+
+
+def task_convert_config(backbone_cfg: dict) -> str:
+    """The conversion config for converting a task's own run: the demo clips for a VideoViT (its
+    config reads the video demo's training clips), the task's training images for an image ViT."""
+    return VIDEO_CONVERT_CONFIG if backbone_cfg["class_path"].endswith("VideoViT") else TASK_CONVERT_CONFIG
+
+
+def _reads_task_images(convert_config: str) -> bool:
+    """Whether a conversion config's data are a task config's training images (``task_config:``)."""
+    import yaml
+
+    from .inputs import repo_root
+
+    path = Path(convert_config) if Path(convert_config).is_file() else repo_root() / convert_config
+    if not path.is_file():
+        raise FileNotFoundError(f"--from-msa-convert-config: {convert_config} does not exist")
+    data = (yaml.safe_load(path.read_text()) or {}).get("data") or {}
+    return "task_config" in (data.get("init_args") or {})
+
+
+def _summary(infos: list[dict]) -> dict:
+    """One conversion info for a recipe converted once per seed: means over the seeds."""
+    def mean(key: str) -> Optional[float]:
+        values = [i.get(key) for i in infos]
+        return statistics.fmean(values) if all(v is not None for v in values) else None
+
+    return dict(infos[0], minutes=mean("minutes"), error_before=mean("error_before"), error_after=mean("error_after"),
+                feature_error_before=mean("feature_error_before"), feature_error_after=mean("feature_error_after"),
+                data=f"{infos[0]['data']}; teacher: the msa run of each seed ({len(infos)} conversions, means shown)",
+                per_seed=infos)
+
+
+def msa_run_starts(recipes, msa_runs: list[dict], config: Path, overrides: list[str],
+                   convert_config: Optional[str], steps: Optional[int],
+                   extra: list[str]) -> tuple[dict[str, list[Start]], dict[str, tuple[Path, dict]]]:
+    """For every ``@from_msa`` / ``@continued`` recipe: per seed, where its backbone and head start;
+    and for ``@from_msa`` the conversion info (``converted_checkpoint``'s, averaged over seeds).
+
+    ``msa_runs``: the ``msa`` recipe's results, one per seed in order, each with its ``weights``.
+    """
+    missing = [r["seed"] for r in msa_runs if not r.get("weights") or not Path(r["weights"]).is_file()]
+    if missing:
+        raise FileNotFoundError(f"@from_msa / @continued: the msa runs of seeds {missing} saved no weights")
+    backbone = task_backbone_config(config, overrides)
+    depth = backbone["init_args"].get("depth") or 12
+    conv_cfg = convert_config or task_convert_config(backbone)
+    if _reads_task_images(conv_cfg):  # its images: the comparison's own task, as that run saw it
+        extra = [*extra, f"--data.init_args.task_config={Path(config).resolve()}",
+                 f"--data.init_args.task_overrides={json.dumps(list(overrides))}"]
+    starts: dict[str, list[Start]] = {}
+    conversions: dict[str, tuple[Path, dict]] = {}
+    for recipe in recipes:
+        if recipe.start == "continued":
+            starts[recipe.name] = [(r["weights"], r["weights"]) for r in msa_runs]
+        elif recipe.start == "from_msa":
+            plan = {k: v for k, v in asdict(recipe.plan(depth)).items() if v not in (None, [], 0, False) or k == "default"}
+            done = [converted_checkpoint(backbone, plan, r["weights"], conv_cfg, steps, extra) for r in msa_runs]
+            starts[recipe.name] = [(str(ckpt), r["weights"]) for (ckpt, _), r in zip(done, msa_runs)]
+            conversions[recipe.name] = (done[0][0], _summary([info for _, info in done]))
+    return starts, conversions
+
