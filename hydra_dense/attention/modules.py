@@ -117,14 +117,17 @@ class GlobalLinearAttention(PlannedAttention):
     added to the global output before ``proj``: a zero-initialised depthwise convolution (parameters
     ``local.conv.*``) and / or gated window softmax with the block's own heads (``local_window.gate``,
     :mod:`~hydra_dense.local_window`; ``local_shifted``: this block's windows are the shifted ones of a
-    ``win<W>_shift`` plan).
+    ``win<W>_shift`` plan). ``token_mean``: the global term divided by the number of valid tokens,
+    i.e. ``kv`` averaged over tokens instead of summed, so that its scale does not grow with the
+    token count (Hydra and linear attention; the plan passes it to those kinds only).
     """
 
     kv_local = True  # the kernel is a feature map phi: a ``source="kv"`` branch is defined
 
     def __init__(self, dim: int, num_heads: int = 8, local: Optional[str] = None, local_dims: int = 2,
-                 local_shifted: bool = False, **kwargs) -> None:
+                 local_shifted: bool = False, token_mean: bool = False, **kwargs) -> None:
         super().__init__(dim, num_heads=num_heads, **kwargs)
+        self.token_mean = token_mean
         spec = parse_local(local)
         if spec is not None and spec.kernel and spec.source == "kv" and not self.kv_local:
             raise ValueError(f"{type(self).__name__}: local mixing {local!r} restricts Hydra's kernel to a "
@@ -162,6 +165,11 @@ class GlobalLinearAttention(PlannedAttention):
 
     def _mix_out(self, glob: torch.Tensor, x: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
                  layout: Optional[TokenLayout]) -> torch.Tensor:
+        if self.token_mean:
+            mask = layout.key_padding_mask if layout is not None else None
+            # a (B, 1, 1) count per image: scaling the output equals scaling kv, and leaves the op's kernels alone
+            count = (~mask).sum(-1)[:, None, None] if mask is not None else glob.new_full((1, 1, 1), glob.shape[-2])
+            glob = glob / count.clamp_min(1).to(glob.dtype)
         if self.local_window is not None:
             glob = glob + self.local_window(q, k, v, layout).to(glob.dtype)
         if self.local is not None:
@@ -176,7 +184,8 @@ class GlobalLinearAttention(PlannedAttention):
         return self._out(glob)
 
     def extra_repr(self) -> str:
-        return super().extra_repr() + (f", local={self.local_name}" if self.local_spec is not None else "")
+        mean = ", token_mean=True" if self.token_mean else ""
+        return super().extra_repr() + mean + (f", local={self.local_name}" if self.local_spec is not None else "")
 
 
 class HydraAttention(GlobalLinearAttention):
@@ -340,9 +349,9 @@ def build_attention(kind: str, dim: int, num_heads: int, **kwargs) -> PlannedAtt
     if kind not in _MODULES:
         raise ValueError(f"unknown attention {kind!r}; choose from {list(ATTENTION_KINDS)}")
     local = ("local", "local_dims", "local_shifted")
-    own = {"window": ("window_size", "rel_pos"), "linear": ("linear_heads", "kernel", *local),
-           "hydra": local, "aft": local, "polynl": local}
-    specific = {"window_size", "rel_pos", "linear_heads", "kernel", *local}
+    own = {"window": ("window_size", "rel_pos"), "linear": ("linear_heads", "kernel", *local, "token_mean"),
+           "hydra": (*local, "token_mean"), "aft": local, "polynl": local}
+    specific = {"window_size", "rel_pos", "linear_heads", "kernel", "token_mean", *local}
     common = {k: v for k, v in kwargs.items() if k not in specific}
     extra = {k: kwargs[k] for k in own.get(kind, ()) if k in kwargs}
     return _MODULES[kind](dim, num_heads=num_heads, **extra, **common)

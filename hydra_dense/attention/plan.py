@@ -9,9 +9,10 @@ from ..local_mixing import parse_local
 from .modules import ATTENTION_KINDS, AttentionKind
 from .ops import KernelName
 
-__all__ = ["AttentionPlan", "LOCAL_KINDS", "PLAN_NAMES", "LOCAL_NAMES"]
+__all__ = ["AttentionPlan", "LOCAL_KINDS", "MEAN_KINDS", "PLAN_NAMES", "LOCAL_NAMES"]
 
 LOCAL_KINDS = ("hydra", "linear", "aft", "polynl")  # the kinds a plan's ``local`` branch applies to
+MEAN_KINDS = ("hydra", "linear")  # the kinds whose kv is a sum over tokens (``token_mean`` averages it)
 # the plan-name vocabulary of the tools (benchmark, compare, convert), see AttentionPlan.from_name
 PLAN_NAMES = ("msa", "hydra", "aft", "polynl", "none", "hybrid<L>", "aft_last<L>", "polynl_last<L>", "hydra_at<i>.<j>...",
               "vitdet_msa", "vitdet_hydra", "linear<H>")
@@ -29,11 +30,15 @@ class AttentionPlan:
     made Hydra (the paper's hybrids); ``blocks`` spells out every block explicitly.
     Negative indices count from the end. ``local`` adds a local-mixing branch
     (:mod:`hydra_dense.local_mixing`, e.g. ``dwc3``) to every Hydra / linear block.
+    ``token_mean`` makes Hydra / linear blocks average ``kv`` over the (valid) tokens instead of
+    summing it, so their output scale does not grow with the token count: a model converted or
+    fine-tuned at one resolution then keeps its scale at another.
 
     Examples (YAML)::
 
         plan: {default: hydra}                                   # all Hydra
         plan: {default: hydra, local: dwc3}                      # all Hydra + 3x3 depthwise conv on v
+        plan: {default: hydra, local: dwc7, token_mean: true}    # kv averaged over tokens, not summed
         plan: {default: msa, hydra_last: 2}                      # paper's best hybrid
         plan: {window_size: 14, global_blocks: [2, 5, 8, 11], global_attention: hydra}  # ViTDet
     """
@@ -49,6 +54,7 @@ class AttentionPlan:
     linear_heads: Optional[int] = None
     kernel: KernelName = "cosine"
     local: Optional[str] = None
+    token_mean: bool = False
 
     @classmethod
     def coerce(cls, plan: Union["AttentionPlan", str, Sequence[str], dict, None]) -> "AttentionPlan":
@@ -105,15 +111,20 @@ class AttentionPlan:
     def attention_kwargs(self) -> dict:
         """Extra constructor arguments passed to every attention module."""
         return dict(window_size=self.window_size, rel_pos=self.rel_pos,
-                    linear_heads=self.linear_heads, kernel=self.kernel, local=self.local)
+                    linear_heads=self.linear_heads, kernel=self.kernel, local=self.local,
+                    token_mean=self.token_mean)
 
     def local_of(self, kind: str) -> Optional[str]:
         """The local-mixing name a block of ``kind`` gets (only the global linear attentions get one)."""
         return self.local if kind in LOCAL_KINDS and parse_local(self.local) is not None else None
 
     def block_labels(self, depth: int) -> list[str]:
-        """Per-block ``kind`` or ``kind+local`` (e.g. ``hydra+dwc3``)."""
-        return [k + (f"+{self.local_of(k)}" if self.local_of(k) else "") for k in self.resolve(depth)]
+        """Per-block ``kind``, ``kind+local`` (e.g. ``hydra+dwc3``), ``kind+mean+local`` with ``token_mean``."""
+        def label(k: str) -> str:
+            mean = "+mean" if self.token_mean and k in MEAN_KINDS else ""
+            return k + mean + (f"+{self.local_of(k)}" if self.local_of(k) else "")
+
+        return [label(k) for k in self.resolve(depth)]
 
     def describe(self, depth: int) -> str:
         """Compact text such as ``msa x10, hydra x2`` or ``window x8, hydra@[2,5,8,11]``."""
@@ -132,10 +143,16 @@ class AttentionPlan:
         ``linear<H>``: cosine linear attention with H heads; ``aft`` / ``polynl``: the paper's token-linear
         baselines everywhere, ``aft_last<L>`` / ``polynl_last<L>`` in the last L blocks; ``hydra_at0.1.11``: Hydra in blocks 0, 1 and 11
         (MSA elsewhere). A ``+<local>`` suffix (``hydra+dwc3``,
-        ``hybrid4+dwc5``) adds local mixing (:mod:`hydra_dense.local_mixing`) to the Hydra / linear blocks."""
+        ``hybrid4+dwc5``) adds local mixing (:mod:`hydra_dense.local_mixing`) to the Hydra / linear blocks;
+        ``+mean`` (``hydra+mean``, ``hydra+mean+dwc7``) sets ``token_mean``."""
         base, plus, local = name.partition("+")
         plan = cls._from_base_name(base, depth, window_size)
-        if plus:
+        if local == "mean" or local.startswith("mean+"):
+            plan.token_mean = True
+            if not any(k in MEAN_KINDS for k in plan.resolve(depth)):
+                raise ValueError(f"plan {name!r}: {base!r} has no Hydra / linear block whose kv '+mean' would average")
+            local = local[len("mean+"):] if local.startswith("mean+") else ""
+        if local:
             parse_local(local)
             plan.local = local
             if not any(plan.local_of(k) for k in plan.resolve(depth)):
@@ -151,7 +168,10 @@ class AttentionPlan:
         with_local = [b for b in bases if b not in ("msa", "none", "vitdet_msa")]
         # the baselines have no feature map phi, so no kernel-restricted (``_kv``) branch
         fits = lambda b, loc: not (b.startswith(("aft", "polynl")) and parse_local(loc).source == "kv")
-        return bases + [f"{b}+{loc}" for b in with_local for loc in LOCAL_NAMES if fits(b, loc)]
+        named = bases + [f"{b}+{loc}" for b in with_local for loc in LOCAL_NAMES if fits(b, loc)]
+        # token-mean variants of the Hydra plans (aft / polynl normalise over tokens already)
+        mean = [b for b in with_local if not b.startswith(("aft", "polynl"))]
+        return named + [f"{b}+mean" for b in mean] + [f"{b}+mean+{loc}" for b in mean for loc in LOCAL_NAMES]
 
     @classmethod
     def _from_base_name(cls, name: str, depth: int, window_size: int) -> "AttentionPlan":

@@ -115,7 +115,8 @@ class ViT(VisionTransformer):
         kinds = self.plan.resolve(len(self.blocks))
         for i, (blk, kind) in enumerate(zip(self.blocks, kinds)):
             if (getattr(blk.attn, "kind", None) != kind or kind in ("window", "linear")
-                    or getattr(blk.attn, "local_name", None) != self.plan.local_of(kind)):
+                    or getattr(blk.attn, "local_name", None) != self.plan.local_of(kind)
+                    or getattr(blk.attn, "token_mean", False) != (self.plan.token_mean and kind == "hydra")):
                 blk.attn = swap_attention(blk.attn, kind, **self.plan.attention_kwargs(), local_dims=2,
                                           local_shifted=i % 2 == 1)
         self.attention_kinds = kinds
