@@ -1,6 +1,7 @@
 """The main job end to end on tiny configs: every plan trained the same way, one table out."""
 import csv
 import json
+from pathlib import Path
 
 import pytest
 import yaml
@@ -151,6 +152,30 @@ def test_seeds_are_honoured_and_reported_as_mean_and_std(tmp_path):
     assert float(row["score_std"]) > 0 and "±" in (tmp_path / "two" / "table.md").read_text()
     # a second identical command reuses the finished runs instead of training again
     assert _compare(tmp_path, config, "two", "--plans", "hydra", "--seeds", "0,1") == runs
+
+
+def test_eval_sizes_score_every_run_on_more_tokens_and_fill_in_reused_runs(tmp_path):
+    """--eval-sizes validates each run again with resized validation images; at the images' own size
+    (32) that is the native score, and a later comparison adds a new size from the saved weights."""
+    from hydra_dense.compare import _run_key
+
+    config = _seg_config(tmp_path)
+    cfg = tmp_path / "key.yaml"
+    cfg.write_text("x: 1")
+    req = dict(recipe="hydra", seed=0, save_weights=False)  # a run requested before eval sizes existed
+    assert _run_key(dict(req, eval_sizes=[224], save_weights=True), cfg) == _run_key(req, cfg)
+    _compare(tmp_path, config, "out", "--plans", "hydra", "--seeds", "0,1", "--eval-sizes", "32")
+    results = [json.loads((tmp_path / "out" / "hydra" / f"seed{s}" / "result.json").read_text()) for s in (0, 1)]
+    assert all(abs(r["scores_at"]["32"] - r["score"]) < 1e-6 for r in results)
+    stamps = [Path(r["weights"]).stat().st_mtime for r in results]
+    _compare(tmp_path, config, "out", "--plans", "hydra", "--seeds", "0,1", "--eval-sizes", "32,64")
+    again = [json.loads((tmp_path / "out" / "hydra" / f"seed{s}" / "result.json").read_text()) for s in (0, 1)]
+    assert [Path(r["weights"]).stat().st_mtime for r in again] == stamps, "reused, not trained again"
+    assert all(set(r["scores_at"]) == {"32", "64"} and 0 <= r["scores_at"]["64"] <= 100 for r in again)
+    assert all(a["scores_at"]["64"] != a["score"] for a in again)  # 4x the tokens: another score
+    (row,) = csv.DictReader((tmp_path / "out" / "table.csv").open())
+    assert float(row["score_at_64"]) == pytest.approx(sum(r["scores_at"]["64"] for r in again) / 2)
+    assert "score_at_64" in (tmp_path / "out" / "table.md").read_text()
 
 
 def test_peak_memory_does_not_depend_on_plan_order(tmp_path):

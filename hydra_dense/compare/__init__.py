@@ -43,7 +43,9 @@ VIDEO_DEMO_PLANS = DEFAULT_PLANS + ",hydra@converted"
 
 def _run_key(req: dict, config: Path) -> str:
     """Identity of a run: a finished run with the same key is reused instead of trained again."""
-    text = json.dumps(dict(req, config=config.read_text(), out=None, key=None, save_weights=None), sort_keys=True)
+    # what a run is evaluated on afterwards (eval_sizes) does not make it another run
+    ident = {k: v for k, v in req.items() if k != "eval_sizes"}
+    text = json.dumps(dict(ident, config=config.read_text(), out=None, key=None, save_weights=None), sort_keys=True)
     return hashlib.sha1(text.encode()).hexdigest()[:16]
 
 
@@ -68,9 +70,26 @@ def _run_or_reuse(req: dict, run_dir: Path, config: Path, rerun: bool) -> dict:
         result = json.loads(done.read_text())
         if result.get("key") == req["key"] and (not req["save_weights"] or Path(result.get("weights", "")).is_file()):
             print(f"[compare] {req['recipe']} seed {req['seed']}: reusing {done}", flush=True)
-            return result
+            return _add_eval_sizes(req, run_dir, result)
     print(f"\n=== [{req['recipe']}] seed {req['seed']}: training ===", flush=True)
     return _train_in_subprocess(req, run_dir)
+
+
+def _add_eval_sizes(req: dict, run_dir: Path, result: dict) -> dict:
+    """A reused run lacking some ``--eval-sizes`` scores gets them from its saved weights (a fresh process)."""
+    from .inputs import repo_root
+
+    lacking = [s for s in req.get("eval_sizes") or [] if str(s) not in result.get("scores_at", {})]
+    if not lacking:
+        return result
+    if not Path(result.get("weights", "")).is_file():
+        print(f"[compare] {req['recipe']} seed {req['seed']}: no saved weights to evaluate at {lacking}; "
+              "--rerun trains it again", flush=True)
+        return result
+    (run_dir / "request.json").write_text(json.dumps(req, indent=1))
+    subprocess.run([sys.executable, "-m", "hydra_dense.compare.worker", "--evaluate", str(run_dir / "request.json")],
+                   cwd=repo_root(), env=dict(os.environ, PYTHONPATH=str(repo_root())), check=True)
+    return json.loads((run_dir / "result.json").read_text())
 
 
 def _check_conversion_teacher(recipes, config: Path) -> None:
@@ -126,6 +145,7 @@ def run_comparison(args: argparse.Namespace, overrides: list[str]) -> list[dict]
 
     # every msa seed's weights are kept when later recipes start from them
     keep_all = any(r.from_msa_run for r in recipes)
+    eval_sizes = [int(s) for s in str(args.eval_sizes).split(",") if s.strip()] if args.eval_sizes else []
 
     def train_seeds(recipe, starts: Optional[list[tuple[str, Optional[str]]]] = None) -> list[dict]:
         """``starts``: per seed, the backbone checkpoint to load and the task weights whose head to load."""
@@ -134,8 +154,9 @@ def run_comparison(args: argparse.Namespace, overrides: list[str]) -> list[dict]
             converted, head_from = starts[i] if starts else (None, None)
             req = dict(recipe=recipe.name, plan_name=recipe.plan_name, backbone_yaml=recipe.backbone_yaml, seed=seed,
                        config=str(config.resolve()), overrides=list(overrides), pretrained=weights,
-                       converted=converted, max_steps=args.max_steps,
-                       save_weights=i == 0 or (keep_all and recipe is recipes[0]))
+                       converted=converted, max_steps=args.max_steps, eval_sizes=eval_sizes,
+                       # every seed's weights when other sizes may be evaluated later, or a recipe starts from them
+                       save_weights=i == 0 or bool(eval_sizes) or (keep_all and recipe is recipes[0]))
             if head_from:
                 req["head_from"] = head_from
             runs.append(_run_or_reuse(req, out / recipe.name / f"seed{seed}", config, args.rerun))
@@ -180,7 +201,9 @@ def run_comparison(args: argparse.Namespace, overrides: list[str]) -> list[dict]
     header = (f"hydra_dense comparison: {config} | seeds {','.join(map(str, seeds))} | {os.cpu_count()} CPU cores, "
               f"{gpu} | pretrained: {start or 'none'}")
     legend = (f"score = {rows[0]['metric']} (%) on the validation split, mean ± sample std over the seeds (scores: "
-              f"each seed); score2 = {rows[0]['metric2']} (%); train_img_s = training images/s (batches only); "
+              f"each seed); score2 = {rows[0]['metric2']} (%); score_at_S (with --eval-sizes) = the score with "
+              f"validation images resized to short side S: the same model on more tokens; train_img_s = training "
+              f"images/s (batches only); "
               f"infer_img_s = inference images/s at the evaluation size ({small}); infer_img_s_big / speedup_big = "
               f"whole-model inference at {big or '-'} (speedup vs the first plan); flop_ideal_big = FLOP ratio there "
               f"(FlopCounterMode, SDPA on its math path); peak_train_mem_mb = peak resident memory of the training "
@@ -228,6 +251,9 @@ def parse_args(argv: Optional[list[str]] = None) -> tuple[argparse.Namespace, li
     p.add_argument("--speed-size", default="1024",
                    help="input of the big-input speed column: S or HxW for images, FxHxW for clips (default "
                         "32x224x224 for video); 0 skips it")
+    p.add_argument("--eval-sizes", default="",
+                   help="also validate every run with its validation images resized to these short sides, e.g. "
+                        "224,448: the same model on 4x / 16x the tokens (segmentation)")
     p.add_argument("--speed-batch", type=int, default=8)
     p.add_argument("--speed-repeats", type=int, default=5)
     argv = list(sys.argv[1:] if argv is None else argv)

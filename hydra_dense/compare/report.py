@@ -46,6 +46,9 @@ def aggregate(runs: list[dict], conversions: dict[str, dict]) -> list[dict]:
                    peak_train_mem_mb=_mean([r["peak_train_mem_mb"] for r in rs]),
                    params_m=rs[0]["params_m"], gflops_img=rs[0]["gflops_img"], steps=rs[0]["steps"],
                    train_min=_mean([r["train_min"] for r in rs]))
+        for size in rs[0].get("scores_at") or {}:
+            at = [r.get("scores_at", {}).get(size, float("nan")) for r in rs]
+            row[f"score_at_{size}"], row[f"score_at_{size}_std"] = _mean(at), _std(at)
         conv = conversions.get(name)
         if conv:
             row.update(convert_min=conv["minutes"], convert_data=conv["data"],
@@ -63,9 +66,18 @@ def pareto_front(points: list[tuple[float, float]]) -> list[int]:
 
 def _fmt_pm(row: dict) -> dict:
     shown = dict(row)
-    if row["score"] == row["score"]:
-        shown["score"] = f"{row['score']:.1f} ± {row['score_std']:.1f}"
+    for key in ["score"] + [k for k in row if k.startswith("score_at_") and not k.endswith("_std")]:
+        if row[key] == row[key]:
+            shown[key] = f"{row[key]:.1f} ± {row[key + '_std']:.1f}"
     return shown
+
+
+def _columns(rows: list[dict]) -> list[str]:
+    """TABLE_COLUMNS present in the rows, the ``score_at_<size>`` columns (and their std) after score2."""
+    at = sorted({k for r in rows for k in r if k.startswith("score_at_")}, key=lambda k: (int(k.split("_")[2]), k))
+    columns = [c for c in TABLE_COLUMNS if any(c in r for r in rows)]
+    i = columns.index("score2") + 1 if "score2" in columns else len(columns)
+    return columns[:i] + at + columns[i:]
 
 
 def write_report(rows: list[dict], runs: list[dict], out: Path, header: str, legend: str,
@@ -74,8 +86,8 @@ def write_report(rows: list[dict], runs: list[dict], out: Path, header: str, leg
     curves.png, and all of it as one self-contained report.html."""
     from .html import write_html_report
 
-    columns = [c for c in TABLE_COLUMNS if any(c in r for r in rows)]
-    shown = [c for c in columns if c != "score_std"]
+    columns = _columns(rows)
+    shown = [c for c in columns if not c.endswith("_std")]
     table = markdown_table([_fmt_pm(r) for r in rows], shown)
     text = f"# {header}\n\n{table}\n\n{legend}\n"
     (out / "table.md").write_text(text)

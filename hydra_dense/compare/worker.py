@@ -1,5 +1,6 @@
 """One comparison run (a recipe with one seed), in its own process so that its peak memory is its
-own: ``python -m hydra_dense.compare.worker <run_dir>/request.json`` writes ``<run_dir>/result.json``.
+own: ``python -m hydra_dense.compare.worker <run_dir>/request.json`` writes ``<run_dir>/result.json``
+(``--evaluate``: only add the ``eval_sizes`` scores a finished run lacks, from its saved weights).
 
 The request holds the task config, the CLI overrides, the recipe's plan (or backbone YAML), the
 seed, and the weights to start from (the pretrained MSA weights, or a converted checkpoint; for a
@@ -14,7 +15,7 @@ import time
 from pathlib import Path
 from typing import Optional
 
-__all__ = ["run_one", "request_overrides", "load_task_head"]
+__all__ = ["run_one", "request_overrides", "load_task_head", "scores_at_sizes", "evaluate_saved"]
 
 
 def _status_mb(field: str) -> float:
@@ -61,6 +62,44 @@ def load_task_head(model, path: str) -> list[str]:
     return wanted
 
 
+def scores_at_sizes(model, dm, trainer, sizes: list[int], metric: str) -> dict[str, float]:
+    """The validation ``metric`` (%) with validation images resized to each short side in ``sizes``:
+    the same model on more (or fewer) tokens than it was trained on."""
+    if not sizes:
+        return {}
+    if "val_size" not in dm.hparams:
+        raise ValueError(f"--eval-sizes: {type(dm).__name__} has no val_size to resize validation inputs with; "
+                         "evaluating at other sizes works for segmentation data modules")
+    original, scores = dm.hparams.val_size, {}
+    try:
+        for size in sizes:
+            dm.hparams.val_size = int(size)
+            dm.datasets.pop("val", None)
+            dm.setup("validate")
+            scores[str(size)] = 100 * float(trainer.validate(model, datamodule=dm, verbose=False)[0][metric])
+    finally:
+        dm.hparams.val_size = original
+        dm.datasets.pop("val", None)
+    return scores
+
+
+def evaluate_saved(req: dict, run_dir: Path) -> dict:
+    """Add the ``eval_sizes`` scores a finished run lacks, from its saved weights; returns the result."""
+    import torch
+
+    from .inputs import build_run
+
+    result = json.loads((run_dir / "result.json").read_text())
+    sizes = [s for s in req.get("eval_sizes") or [] if str(s) not in result.get("scores_at", {})]
+    if sizes:
+        _, model, dm, trainer = build_run(Path(req["config"]), request_overrides(req), run_dir / "eval_sizes",
+                                          req.get("plan_name"))
+        model.load_state_dict(torch.load(result["weights"], map_location="cpu", weights_only=True))
+        result.setdefault("scores_at", {}).update(scores_at_sizes(model, dm, trainer, sizes, result["metric"]))
+        (run_dir / "result.json").write_text(json.dumps(result, indent=1, default=float))
+    return result
+
+
 def run_one(req: dict, run_dir: Path) -> dict:
     """Train, validate and measure one recipe/seed as ``req`` says; returns (and writes) the result."""
     import torch
@@ -85,6 +124,7 @@ def run_one(req: dict, run_dir: Path) -> dict:
     key = next((k for k in ("val_mIoU", "val_mAP", "val_top1") if k in metrics), None)
     key2 = next((k for k in metrics if k in ("val_pixel_acc", "val_mAP_50") or
                  (k.startswith("val_top") and k != "val_top1")), None)
+    scores_at = scores_at_sizes(model, dm, trainer, req.get("eval_sizes") or [], key) if key else {}
     dm.setup("fit")
     sample = dm.datasets["train"][0]
     if isinstance(sample, dict):  # an OpenMMLab config (hydra_dense.mm): its own preprocessing
@@ -102,7 +142,7 @@ def run_one(req: dict, run_dir: Path) -> dict:
         recipe=req["recipe"], seed=req["seed"], key=req["key"],
         attention=model.backbone.plan.describe(depth),
         metric=key or "", score=100 * metrics.get(key, float("nan")),
-        metric2=key2 or "", score2=100 * metrics.get(key2, float("nan")),
+        metric2=key2 or "", score2=100 * metrics.get(key2, float("nan")), scores_at=scores_at,
         train_img_s=clock.images / max(clock.seconds, 1e-9), peak_train_mem_mb=peak,
         params_m=sum(p.numel() for p in model.parameters()) / 1e6, gflops_img=gflops,
         steps=trainer.global_step, train_min=train_min, weights=str(ckpt) if ckpt.is_file() else "",
@@ -114,11 +154,13 @@ def run_one(req: dict, run_dir: Path) -> dict:
 
 def main(argv: Optional[list[str]] = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    evaluate = argv[:1] == ["--evaluate"]
+    argv = argv[1:] if evaluate else argv
     if len(argv) != 1:
-        print("usage: python -m hydra_dense.compare.worker <run_dir>/request.json", file=sys.stderr)
+        print("usage: python -m hydra_dense.compare.worker [--evaluate] <run_dir>/request.json", file=sys.stderr)
         return 2
     path = Path(argv[0])
-    run_one(json.loads(path.read_text()), path.parent)
+    (evaluate_saved if evaluate else run_one)(json.loads(path.read_text()), path.parent)
     return 0
 
 
