@@ -251,3 +251,23 @@ def test_video_vit_conversion_lowers_the_error_and_loads_strictly(tmp_path):
     torch.testing.assert_close(same(clips), task.backbone.eval()(clips))
     with pytest.raises(ValueError, match="layout: joint"):
         ConversionTask(VideoViT(**video, plan=plan, layout="divided"), source=str(source), output=str(out))
+
+
+def test_conversion_error_tool_measures_the_written_checkpoint_at_each_crop_size(images, msa_source, tmp_path):
+    """At the conversion's own crop size the tool reproduces the errors the conversion wrote (before:
+    the source weights as the plan; after: the converted checkpoint); other sizes set the token count."""
+    from hydra_dense.convert.measure import errors_at_crop_sizes, main
+
+    out = tmp_path / "out.pth"
+    cfg = _config(images, msa_source, out, tmp_path, steps=4)
+    ok(train("fit", cfg, tmp_path / "run"))
+    with open(out.with_name("out_errors.csv")) as fh:
+        mean = [r for r in __import__("csv").DictReader(fh) if r["block"] == "mean"][0]
+    after = errors_at_crop_sizes(str(cfg), [32, 64], converted=str(out))
+    before = errors_at_crop_sizes(str(cfg), [32])
+    assert [r["tokens"] for r in after] == [16, 64] and set(after[0]) >= {"block_0", "block_1"}
+    assert after[0]["mean_block_error"] == pytest.approx(float(mean["error_after"]), rel=1e-4)
+    assert before[0]["mean_block_error"] == pytest.approx(float(mean["error_before"]), rel=1e-4)
+    assert after[1]["mean_block_error"] != pytest.approx(after[0]["mean_block_error"], rel=1e-3)
+    with pytest.raises(FileNotFoundError, match="missing.pth"):
+        main(["--config", str(cfg), "--converted", str(tmp_path / "missing.pth"), "--crop-sizes", "32"])

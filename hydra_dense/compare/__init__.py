@@ -11,7 +11,8 @@ Every recipe gets the same config, data and schedule; only the backbone's attent
 (``--plans``; ``+dwc3`` adds local mixing, ``@converted`` converts the MSA weights first: the
 pretrained ones, or for a task trained from scratch the comparison's own ``msa`` run;
 ``@from_msa`` converts the comparison's fine-tuned ``msa`` run of each seed and fine-tunes again,
-``msa@continued`` fine-tunes that run again without conversion) or the backbone file
+``msa@continued`` fine-tunes that run again without conversion; ``+mean`` averages Hydra's ``kv``
+over tokens; ``--eval-sizes 224,448`` validates every run again at those sizes) or the backbone file
 (``--backbones a.yaml,b.yaml``). Each (recipe, seed) trains in a fresh process, so its
 peak memory is its own; finished runs are reused when the same command is run again. Extra
 ``--key=value`` arguments are LightningCLI overrides. Outputs in ``--out``: ``table.md`` /
@@ -34,9 +35,10 @@ __all__ = ["main", "run_comparison", "parse_args", "DEMO_CONFIG"]
 DEMO_CONFIG = "configs/segmentation/demo_digits.yaml"
 DEFAULT_PLANS = "msa,hybrid2,hydra"
 # the demos also show their recommended Hydra recipe: on segmentation the real DINOv2 weights
-# converted with 7x7 local mixing, on video the comparison's own MSA run converted; other configs
-# have no convertible MSA backbone by default
-DEMO_PLANS = DEFAULT_PLANS + ",hydra+dwc7@converted"
+# converted with 7x7 local mixing and kv averaged over tokens (it keeps working at other token
+# counts), on video the comparison's own MSA run converted; other configs have no convertible MSA
+# backbone by default
+DEMO_PLANS = DEFAULT_PLANS + ",hydra+mean+dwc7@converted"
 VIDEO_DEMO_CONFIG = "configs/video/demo_moving_digits.yaml"
 VIDEO_DEMO_PLANS = DEFAULT_PLANS + ",hydra@converted"
 
