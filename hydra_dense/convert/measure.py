@@ -25,24 +25,7 @@ import sys
 from pathlib import Path
 from typing import Optional, Sequence
 
-import torch
-from tqdm import tqdm
-
 __all__ = ["errors_at_crop_sizes", "main"]
-
-
-@torch.no_grad()
-def _held_out_errors(task, datamodule, desc: str) -> torch.Tensor:
-    """``(depth + 1,)`` relative errors: per block (NaN where not converted), then the final tokens."""
-    sums = None
-    for batch in tqdm(datamodule.val_dataloader(), desc=desc, leave=False):
-        if batch is None:
-            continue
-        s = task._error_sums(batch[0])
-        sums = s if sums is None else sums + s
-    if sums is None:
-        raise ValueError("data: the conversion config's held-out split has no images")
-    return (sums[:, 0] / sums[:, 1].clamp_min(1e-30)).sqrt()
 
 
 def errors_at_crop_sizes(config: str, crop_sizes: Sequence[int], converted: Optional[str] = None,
@@ -51,6 +34,7 @@ def errors_at_crop_sizes(config: str, crop_sizes: Sequence[int], converted: Opti
     ``final_tokens_error`` and ``block_<i>`` for each converted block."""
     from ..backbones import load_pretrained, read_state_dict
     from ..cli import main as cli_main
+    from .task import relative_errors
 
     cli = cli_main(["--config", config, *overrides, "--trainer.logger=false"], run=False)
     task, dm = cli.model, cli.datamodule
@@ -67,7 +51,10 @@ def errors_at_crop_sizes(config: str, crop_sizes: Sequence[int], converted: Opti
         dm.hparams.crop_size = int(size)
         dm.datasets = {}
         dm.setup("validate")
-        errors = _held_out_errors(task, dm, f"crops {size}px")
+        sums = task.error_sums_over(dm.val_dataloader(), f"crops {size}px")
+        if sums is None:
+            raise ValueError(f"data: {config}'s held-out split has no images")
+        errors = relative_errors(sums)
         row = dict(crop=int(size), tokens=(int(size) // patch) ** 2,
                    mean_block_error=float(errors[task.blocks].mean()), final_tokens_error=float(errors[-1]))
         row.update({f"block_{i}": float(errors[i]) for i in task.blocks})

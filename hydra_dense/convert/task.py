@@ -67,6 +67,11 @@ def converted_blocks(teacher_labels: list[str], student_labels: list[str]) -> li
     return [i for i, (t, s) in enumerate(zip(teacher_labels, student_labels)) if t != s]
 
 
+def relative_errors(sums: torch.Tensor) -> torch.Tensor:
+    """``(N, 2)`` summed squared errors and squared references -> ``(N,)`` relative errors ``sqrt(err / ref)``."""
+    return (sums[:, 0] / sums[:, 1].clamp_min(1e-30)).sqrt()
+
+
 class ConversionTask(L.LightningModule):
     """Train the converted blocks of ``backbone`` to reproduce ``source``'s softmax attention.
 
@@ -209,19 +214,23 @@ class ConversionTask(L.LightningModule):
         sums = self.trainer.strategy.reduce(sums.nan_to_num(0.0), reduce_op="sum")
         if float(sums[:, 1].sum()) == 0:
             return None
-        return (sums[:, 0] / sums[:, 1].clamp_min(1e-30)).sqrt()
+        return relative_errors(sums)
 
     @torch.no_grad()
-    def held_out_errors(self, title: str) -> Optional[torch.Tensor]:
-        """Per-block relative error on the data module's validation split (all ranks, progress bar on rank 0)."""
-        loader = self.trainer.datamodule.val_dataloader()
+    def error_sums_over(self, loader, title: str, progress: bool = True) -> Optional[torch.Tensor]:
+        """:meth:`_error_sums` summed over a loader's batches (None when it yields no images)."""
         sums = None
-        for batch in tqdm(loader, desc=title, disable=not self.trainer.is_global_zero, leave=False):
+        for batch in tqdm(loader, desc=title, disable=not progress, leave=False):
             if batch is None:
                 continue
             s = self._error_sums(batch[0].to(self.device))
             sums = s if sums is None else sums + s
-        return self._reduce(sums)
+        return sums
+
+    def held_out_errors(self, title: str) -> Optional[torch.Tensor]:
+        """Per-block relative error on the data module's validation split (all ranks, progress bar on rank 0)."""
+        loader = self.trainer.datamodule.val_dataloader()
+        return self._reduce(self.error_sums_over(loader, title, progress=self.trainer.is_global_zero))
 
     def on_fit_start(self) -> None:
         if self.hparams.measure_before and torch.isnan(self.error_before).all():  # not on resume
