@@ -3,7 +3,8 @@
 #   ./run.sh demo   the main job: MSA vs Hydra vs hybrid on the embedded default data
 #   ./run.sh test   the whole test suite
 #   ./run.sh setup  only the environment
-# Environment: HYDRA_DENSE_VENV (default .venv), PYTHON (default python3).
+# Environment: HYDRA_DENSE_VENV (default .venv), PYTHON (default python3), HYDRA_DENSE_TEST_WORKERS
+# (parallel test processes, default 2; 0 runs the suite in one process).
 set -euo pipefail
 cd "$(dirname "$0")"
 VENV="${HYDRA_DENSE_VENV:-.venv}"
@@ -32,6 +33,6 @@ shift || true
 case "$cmd" in
   setup) setup ;;
   demo) setup; exec "$VENV/bin/python" tools/compare.py "$@" ;;
-  test) setup; exec "$VENV/bin/python" -m pytest -q "$@" ;;
+  test) setup; exec "$VENV/bin/python" -m pytest -q -n "${HYDRA_DENSE_TEST_WORKERS:-2}" --dist worksteal "$@" ;;
   *) echo "usage: ./run.sh {demo|test|setup} [args...]" >&2; exit 2 ;;
 esac
