@@ -5,12 +5,12 @@ from __future__ import annotations
 import csv
 import io
 import math
-import os
-import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import torch
+
+from ..atomic_file import atomic_write
 
 __all__ = ["write_converted", "ConvertedFiles", "error_rows"]
 
@@ -21,20 +21,6 @@ class ConvertedFiles:
     markdown: Path
     csv: Path
     table: str
-
-
-def _atomic_write(path: Path, write) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            write(fh)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def error_rows(teacher: list[str], student: list[str], before: list[float], after: list[float]) -> list[dict]:
@@ -72,7 +58,7 @@ def write_converted(task, out: Path, data: str = "") -> ConvertedFiles:
                 error_before=before, error_after=after,
                 feature_error_before=float(task.feature_error_before), feature_error_after=float(task.feature_error_after))
     state = {k: v.detach().cpu().clone() for k, v in backbone.state_dict().items()}
-    _atomic_write(out, lambda fh: torch.save({"state_dict": state, "hydra_dense": meta}, fh))
+    atomic_write(out, lambda fh: torch.save({"state_dict": state, "hydra_dense": meta}, fh))
 
     rows = error_rows(task.teacher_labels, task.student_labels, before, after)
     cols = ["block", "teacher", "student", "error_before", "error_after", "reduction"]
@@ -87,11 +73,11 @@ def write_converted(task, out: Path, data: str = "") -> ConvertedFiles:
             lines.append("| " + " | ".join(_fmt(r[c]) for c in cols) + " |")
     table = "\n".join(lines) + "\n"
     md = out.with_name(out.stem + "_errors.md")
-    _atomic_write(md, lambda fh: fh.write(table.encode()))
+    atomic_write(md, lambda fh: fh.write(table.encode()))
     buf = io.StringIO()
     writer = csv.DictWriter(buf, fieldnames=cols, extrasaction="ignore")
     writer.writeheader()
     writer.writerows(rows)
     path_csv = out.with_name(out.stem + "_errors.csv")
-    _atomic_write(path_csv, lambda fh: fh.write(buf.getvalue().encode()))
+    atomic_write(path_csv, lambda fh: fh.write(buf.getvalue().encode()))
     return ConvertedFiles(out, md, path_csv, table)

