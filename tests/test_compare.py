@@ -264,6 +264,17 @@ def test_default_plans_show_the_converted_recipe_only_where_weights_can_be_conve
     video = parse_args(["--config", "configs/video/demo_moving_digits.yaml"])[0].plans
     assert video == VIDEO_DEMO_PLANS and video.startswith("msa,") and "@converted" in video
     assert parse_args(["--config", "configs/detection/demo_trees.yaml"])[0].plans == DEFAULT_PLANS
+    # the digit detection demo starts from the DINOv2 weights too, so it shows the converted recipe
+    assert parse_args(["--config", "configs/detection/demo_digits.yaml"])[0].plans == DEMO_PLANS
+    assert parse_args(["--config", "configs/detection/demo_digits.yaml", "--pretrained", "none"])[0].plans \
+        == DEFAULT_PLANS
+    # ... converted on crops with the detection demo's token count; other configs keep the default
+    from hydra_dense.compare import DETECTION_CONVERT_CONFIG
+
+    assert parse_args(["--config", "configs/detection/demo_digits.yaml"])[0].convert_config == DETECTION_CONVERT_CONFIG
+    assert parse_args(["--config", "configs/detection/demo_digits.yaml", "--convert-config", "x.yaml"])[0] \
+        .convert_config == "x.yaml"
+    assert parse_args(["--config", "configs/detection/demo_trees.yaml"])[0].convert_config is None
     assert parse_args(["--plans", "msa,hydra"])[0].plans == "msa,hydra"
 
 

@@ -41,6 +41,10 @@ DEFAULT_PLANS = "msa,hybrid2,hydra"
 DEMO_PLANS = DEFAULT_PLANS + ",hydra+mean+dwc7@converted"
 VIDEO_DEMO_CONFIG = "configs/video/demo_moving_digits.yaml"
 VIDEO_DEMO_PLANS = DEFAULT_PLANS + ",hydra@converted"
+# the detection demo starts from the same DINOv2 weights (at patch 16), so it shows the same recipe,
+# converted on crops that give its own token count (224 px at patch 16: 196 tokens)
+DETECTION_DEMO_CONFIG = "configs/detection/demo_digits.yaml"
+DETECTION_CONVERT_CONFIG = "configs/convert/dinov2_s16_det_224.yaml"
 
 
 def _run_key(req: dict, config: Path) -> str:
@@ -230,8 +234,8 @@ def parse_args(argv: Optional[list[str]] = None) -> tuple[argparse.Namespace, li
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--config", default=str(repo_root() / DEMO_CONFIG))
     p.add_argument("--plans", help=f"recipes to compare, the first is the reference (see --list-plans); default "
-                                   f"{DEMO_PLANS} for the segmentation demo, {VIDEO_DEMO_PLANS} for the video "
-                                   f"demo, {DEFAULT_PLANS} for other configs")
+                                   f"{DEMO_PLANS} for the segmentation and detection demos, {VIDEO_DEMO_PLANS} "
+                                   f"for the video demo, {DEFAULT_PLANS} for other configs")
     p.add_argument("--list-plans", action="store_true", help="print every accepted plan name, one per line")
     p.add_argument("--backbones", help="comma-separated backbone YAMLs instead of --plans")
     p.add_argument("--pretrained", default="auto", help="auto (DINOv2 ViT-S/14 if available), none, or a path")
@@ -242,8 +246,8 @@ def parse_args(argv: Optional[list[str]] = None) -> tuple[argparse.Namespace, li
     p.add_argument("--out", default="runs/compare")
     p.add_argument("--convert-config", default=None,
                    help=f"conversion config (data, schedule) of @converted recipes; the backbone and plan come from the "
-                        f"task config and the recipe. Default {DEFAULT_CONVERT_CONFIG} for image ViTs, "
-                        f"{VIDEO_CONVERT_CONFIG} for video ViTs")
+                        f"task config and the recipe. Default {DEFAULT_CONVERT_CONFIG} for image ViTs "
+                        f"({DETECTION_CONVERT_CONFIG} for the detection demo), {VIDEO_CONVERT_CONFIG} for video ViTs")
     p.add_argument("--from-msa-convert-config", default=None,
                    help=f"conversion config of @from_msa recipes (default {TASK_CONVERT_CONFIG} for image ViTs: the "
                         f"comparison's own training images, labels unused; {VIDEO_CONVERT_CONFIG} for video ViTs)")
@@ -264,13 +268,16 @@ def parse_args(argv: Optional[list[str]] = None) -> tuple[argparse.Namespace, li
             argv[i: i + 2] = [f"--convert-args={argv[i + 1]}"]
             break
     args, overrides = p.parse_known_args(argv)
+    config = Path(args.config).resolve()
+    if args.convert_config is None and config == (repo_root() / DETECTION_DEMO_CONFIG).resolve():
+        args.convert_config = DETECTION_CONVERT_CONFIG
     if args.plans is None:
-        config = Path(args.config).resolve()
         if args.backbones:
             args.plans = DEFAULT_PLANS
         elif config == (repo_root() / VIDEO_DEMO_CONFIG).resolve():
             args.plans = VIDEO_DEMO_PLANS
-        elif config == (repo_root() / DEMO_CONFIG).resolve() and args.pretrained != "none":
+        elif config in {(repo_root() / c).resolve() for c in (DEMO_CONFIG, DETECTION_DEMO_CONFIG)} \
+                and args.pretrained != "none":
             args.plans = DEMO_PLANS
         else:
             args.plans = DEFAULT_PLANS
