@@ -269,15 +269,16 @@ def parse_args(argv: Optional[list[str]] = None) -> tuple[argparse.Namespace, li
             break
     args, overrides = p.parse_known_args(argv)
     config = Path(args.config).resolve()
-    if args.convert_config is None and config == (repo_root() / DETECTION_DEMO_CONFIG).resolve():
+    demo = {name: config == (repo_root() / name).resolve()
+            for name in (DEMO_CONFIG, VIDEO_DEMO_CONFIG, DETECTION_DEMO_CONFIG)}
+    if args.convert_config is None and demo[DETECTION_DEMO_CONFIG]:
         args.convert_config = DETECTION_CONVERT_CONFIG
     if args.plans is None:
         if args.backbones:
             args.plans = DEFAULT_PLANS
-        elif config == (repo_root() / VIDEO_DEMO_CONFIG).resolve():
+        elif demo[VIDEO_DEMO_CONFIG]:
             args.plans = VIDEO_DEMO_PLANS
-        elif config in {(repo_root() / c).resolve() for c in (DEMO_CONFIG, DETECTION_DEMO_CONFIG)} \
-                and args.pretrained != "none":
+        elif (demo[DEMO_CONFIG] or demo[DETECTION_DEMO_CONFIG]) and args.pretrained != "none":
             args.plans = DEMO_PLANS
         else:
             args.plans = DEFAULT_PLANS
