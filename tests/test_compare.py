@@ -114,6 +114,8 @@ def test_compare_detection(tmp_path):
     # the big input is timed at its own size (not resized to the 64-px evaluation size): Hydra's FLOPs differ
     assert float(rows[1]["flop_ideal_big"]) > 1.0
     assert "| digit_0 |" in (tmp_path / "out" / "per_class.md").read_text()
+    # the evaluation-size speed is labelled with the size the detector runs at, not the 80-px input
+    assert "batch 2, 80x80, resized by the detector to short side 64" in (tmp_path / "out" / "table.md").read_text()
 
 
 def _seg_config(tmp_path, steps=3, lr=1e-4):

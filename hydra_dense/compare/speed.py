@@ -28,6 +28,9 @@ def measure_speed(models: dict, dm, speed_size: str, speed_batch: int, repeats: 
     for name in models:
         out[name]["infer_img_s"] = len(images) / t[name]
     small = f"batch {len(images)}, {'x'.join(map(str, images[0].shape[1:]))}"
+    transform = getattr(getattr(first, "detector", None), "transform", None)
+    if transform is not None and transform.resize_eval:  # the detector runs on its own resize, not the input
+        small += f", resized by the detector to short side {max(transform.min_size)}"
     big: Optional[torch.Tensor] = None
     if str(speed_size) not in ("0", ""):
         if images[0].dim() == 4:  # clips
