@@ -13,6 +13,11 @@ from ..bench.timing import interleaved_medians
 __all__ = ["measure_speed"]
 
 
+def _detector_transform(model) -> Optional[torch.nn.Module]:
+    """The detector's own resize/normalise transform (torchvision R-CNNs), or None for other tasks."""
+    return getattr(getattr(model, "detector", None), "transform", None)
+
+
 def measure_speed(models: dict, dm, speed_size: str, speed_batch: int, repeats: int) -> tuple[dict, str, str]:
     """``models``: recipe -> trained model (the first is the reference). Returns per recipe
     ``{infer_img_s, infer_img_s_big, speedup_big, flop_ideal_big}`` and the two input sizes as text."""
@@ -28,7 +33,7 @@ def measure_speed(models: dict, dm, speed_size: str, speed_batch: int, repeats: 
     for name in models:
         out[name]["infer_img_s"] = len(images) / t[name]
     small = f"batch {len(images)}, {'x'.join(map(str, images[0].shape[1:]))}"
-    transform = getattr(getattr(first, "detector", None), "transform", None)
+    transform = _detector_transform(first)
     if transform is not None and transform.resize_eval:  # the detector runs on its own resize, not the input
         small += f", resized by the detector to short side {max(transform.min_size)}"
     big: Optional[torch.Tensor] = None
@@ -40,7 +45,7 @@ def measure_speed(models: dict, dm, speed_size: str, speed_batch: int, repeats: 
             size = parse_size(str(speed_size))
             big = torch.randn(1, 3, size.height, size.width, device=device)
         for m in models.values():  # detectors: time the big input at its size, not resized to the eval size
-            transform = getattr(getattr(m, "detector", None), "transform", None)
+            transform = _detector_transform(m)
             if transform is not None:
                 transform.resize_eval = False
         with torch.inference_mode():
