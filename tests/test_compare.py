@@ -244,6 +244,49 @@ def test_converted_recipe_runs_the_conversion_once_and_caches_it(tmp_path, monke
     assert [c.stat().st_mtime for c in cached] == stamps, "the second comparison reused the converted checkpoints"
 
 
+def test_conversion_cache_key_is_taken_after_the_conversion_data_is_prepared(tmp_path, monkeypatch):
+    """On a fresh machine the default conversion's images do not exist until prepared: the first run's
+    checkpoint must be cached under the key every later run computes (a second call converts nothing)."""
+    import subprocess
+
+    import torch
+
+    from hydra_dense.compare import conversion
+    from hydra_dense.data import natural_images
+
+    monkeypatch.setenv("HYDRA_DENSE_CACHE", str(tmp_path / "cache"))
+    images = tmp_path / "cache" / "data" / "natural_images"
+
+    def prepare(root=None):  # stands in for unpacking the image wheels; the conversion CLI calls it too
+        for split in ("train", "val"):
+            (images / split).mkdir(parents=True, exist_ok=True)
+            (images / split / "0.jpg").write_bytes(b"jpeg")
+        return images
+
+    conversions = []
+
+    def fake_conversion(cmd, **_):
+        prepare()
+        output = next(a.split("=", 1)[1] for a in cmd if a.startswith("--model.init_args.output="))
+        torch.save({"hydra_dense": dict(converted_blocks=[0], steps=4, data="images", error_before=[1.0],
+                                        error_after=[0.5])}, output)
+        conversions.append(output)
+        return subprocess.CompletedProcess(cmd, 0)
+
+    monkeypatch.setattr(natural_images, "prepare", prepare)
+    monkeypatch.setattr(conversion.subprocess, "run", fake_conversion)
+    source = tmp_path / "msa.pth"
+    source.write_bytes(b"weights")
+    conv = tmp_path / "convert.yaml"
+    conv.write_text(yaml.safe_dump({"trainer": {"max_steps": 4}, "data": {"init_args": {
+        "root": str(images / "train"), "val_root": str(images / "val")}}}))
+    backbone = {"class_path": "hydra_dense.backbones.ViT", "init_args": {"size": "tiny"}}
+    first, info = conversion.converted_checkpoint(backbone, {"default": "hydra"}, str(source), str(conv), None)
+    assert not info["cached"] and len(conversions) == 1
+    again, info = conversion.converted_checkpoint(backbone, {"default": "hydra"}, str(source), str(conv), None)
+    assert info["cached"] and again == first and len(conversions) == 1
+
+
 def test_pareto_front_and_mean_std_aggregation():
     from hydra_dense.compare.report import aggregate, pareto_front
 

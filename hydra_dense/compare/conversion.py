@@ -14,7 +14,7 @@ from typing import Optional
 import yaml
 
 from ..data.sources import cache_dir
-from .inputs import repo_root
+from .inputs import prepare_default_data, repo_root
 
 __all__ = ["converted_checkpoint", "task_backbone_config", "default_convert_config", "DEFAULT_CONVERT_CONFIG",
            "VIDEO_CONVERT_CONFIG"]
@@ -102,6 +102,9 @@ def converted_checkpoint(backbone_cfg: dict, plan: dict, source: str, convert_co
         if start in args:
             args[start] = None
     text = conv_cfg.read_text()
+    # the key fingerprints the images the conversion reads, so they must exist before it is taken
+    # (otherwise a first run on a fresh machine caches its result under a key no later run computes)
+    prepare_default_data(conv_cfg)
     if not steps:
         steps = ((yaml.safe_load(text) or {}).get("trainer") or {}).get("max_steps")
         if not steps:
