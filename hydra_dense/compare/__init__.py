@@ -9,7 +9,8 @@ way, over several seeds, side by side.
 
 Every recipe gets the same config, data and schedule; only the backbone's attention plan changes
 (``--plans``; ``+dwc3`` adds local mixing, ``@converted`` converts the MSA weights first: the
-pretrained ones, or for a task trained from scratch the comparison's own ``msa`` run;
+pretrained ones, or for a task trained from scratch the comparison's own ``msa`` run; ``@aligned``
+adds whole-network alignment to the MSA features after that conversion;
 ``@from_msa`` converts the comparison's fine-tuned ``msa`` run of each seed and fine-tunes again,
 ``msa@continued`` fine-tunes that run again without conversion; ``+mean`` averages Hydra's ``kv``
 over tokens; ``--eval-sizes 224,448`` validates every run again at those sizes) or the backbone file
@@ -111,7 +112,8 @@ def _conversions(recipes, args, config: Path, overrides: list[str], source: str)
     """recipe name -> (converted checkpoint, info) for the ``@converted`` recipes."""
     from dataclasses import asdict
 
-    from .conversion import converted_checkpoint, default_convert_config, task_backbone_config
+    from .conversion import ALIGN_CONFIG, aligned_checkpoint, converted_checkpoint, default_convert_config, \
+        task_backbone_config
 
     backbone = task_backbone_config(config, overrides)
     depth = backbone["init_args"].get("depth") or 12
@@ -122,6 +124,11 @@ def _conversions(recipes, args, config: Path, overrides: list[str], source: str)
         if r.converted:
             plan = {k: v for k, v in asdict(r.plan(depth)).items() if v not in (None, [], 0, False) or k == "default"}
             out[r.name] = converted_checkpoint(backbone, plan, source, convert_config, args.convert_steps, extra)
+            if r.aligned:
+                if backbone["class_path"].endswith("VideoViT"):
+                    raise ValueError(f"--plans: {r.name!r}: @aligned is for image ViTs; use @converted for video")
+                out[r.name] = aligned_checkpoint(backbone, plan, source, out[r.name], args.align_config or ALIGN_CONFIG,
+                                                 config, overrides, args.align_steps)
     return out
 
 
@@ -253,6 +260,10 @@ def parse_args(argv: Optional[list[str]] = None) -> tuple[argparse.Namespace, li
                         f"comparison's own training images, labels unused; {VIDEO_CONVERT_CONFIG} for video ViTs)")
     p.add_argument("--convert-steps", type=int, default=None, help="conversion steps (default: the conversion "
                                                                    "config's trainer.max_steps)")
+    p.add_argument("--align-config", default=None,
+                   help="stage-2 config of @aligned recipes (whole-network alignment; default "
+                        "configs/convert/dinov2_s14_align.yaml); the task's training images join its images")
+    p.add_argument("--align-steps", type=int, default=None, help="alignment steps (default: its config's max_steps)")
     p.add_argument("--convert-args", default="", help="extra CLI overrides for the conversion, space separated")
     p.add_argument("--speed-size", default="1024",
                    help="input of the big-input speed column: S or HxW for images, FxHxW for clips (default "

@@ -16,11 +16,12 @@ import yaml
 from ..data.sources import cache_dir
 from .inputs import prepare_default_data, repo_root
 
-__all__ = ["converted_checkpoint", "task_backbone_config", "default_convert_config", "DEFAULT_CONVERT_CONFIG",
-           "VIDEO_CONVERT_CONFIG"]
+__all__ = ["converted_checkpoint", "aligned_checkpoint", "task_backbone_config", "default_convert_config",
+           "DEFAULT_CONVERT_CONFIG", "VIDEO_CONVERT_CONFIG", "ALIGN_CONFIG"]
 
 DEFAULT_CONVERT_CONFIG = "configs/convert/dinov2_s14_hydra_dwc3.yaml"
 VIDEO_CONVERT_CONFIG = "configs/convert/video_demo_hydra_dwc3.yaml"
+ALIGN_CONFIG = "configs/convert/dinov2_s14_align.yaml"
 
 
 def default_convert_config(backbone_cfg: dict) -> str:
@@ -143,10 +144,39 @@ def converted_checkpoint(backbone_cfg: dict, plan: dict, source: str, convert_co
     meta = torch.load(ckpt, map_location="cpu", weights_only=True)["hydra_dense"]
     blocks = meta["converted_blocks"]
     mean = lambda xs: sum(xs[i] for i in blocks) / len(blocks)  # noqa: E731
+    level_mean = lambda xs: sum(xs) / len(xs) if xs else None  # noqa: E731
     info = dict(minutes=minutes, steps=meta["steps"], data=meta["data"], error_before=mean(meta["error_before"]),
                 error_after=mean(meta["error_after"]), feature_error_before=meta.get("feature_error_before"),
-                feature_error_after=meta.get("feature_error_after"), table=str(folder / "converted_errors.md"),
-                command=" ".join(cmd))
+                feature_error_after=meta.get("feature_error_after"),
+                level_error_before=level_mean(meta.get("level_error_before")),
+                level_error_after=level_mean(meta.get("level_error_after")), objective=meta.get("objective", "blocks"),
+                table=str(folder / "converted_errors.md"), command=" ".join(cmd))
     info_path.write_text(json.dumps(info, indent=1))
     info["cached"] = False
     return ckpt, info
+
+
+def aligned_checkpoint(backbone_cfg: dict, plan: dict, source: str, stage1: tuple[Path, dict], align_config: str,
+                       task_config: Optional[Path] = None, task_overrides: Optional[list[str]] = None,
+                       steps: Optional[int] = None, extra: Optional[list[str]] = None) -> tuple[Path, dict]:
+    """Stage 2 after :func:`converted_checkpoint`'s stage 1: the whole student, started from ``stage1``'s
+    checkpoint, aligned to ``source``'s features at the backbone's ``out_indices`` (cached the same way).
+
+    ``task_config``: its training images (labels unused) join the alignment config's images.
+    The info: stage 2's, with ``minutes`` of both stages, ``error_before`` stage 1's (the per-block
+    error of the plan before any conversion), ``stage1`` (stage 1's info) and ``error_text`` for tables.
+    """
+    first, first_info = stage1
+    args = [f"--model.init_args.student_init={first}", *(extra or [])]
+    if task_config is not None:
+        args += [f"--data.init_args.task_config={Path(task_config).resolve()}",
+                 f"--data.init_args.task_overrides={json.dumps(list(task_overrides or []))}"]
+    ckpt, info = converted_checkpoint(backbone_cfg, plan, source, align_config, steps, args)
+    fmt = lambda v: "–" if v is None else f"{v:.3f}"  # noqa: E731
+    text = (f"blocks {fmt(first_info['error_before'])} -> {fmt(first_info['error_after'])} -> "
+            f"{fmt(info['error_after'])}; features {fmt(info.get('level_error_before'))} -> "
+            f"{fmt(info.get('level_error_after'))}")
+    combined = dict(info, minutes=first_info["minutes"] + info["minutes"], error_before=first_info["error_before"],
+                    stage1=first_info, error_text=text,
+                    data=f"stage 1: {first_info['data']}; stage 2: {info['data']}")
+    return ckpt, combined

@@ -37,10 +37,9 @@ def prepare_default_data(config: Path) -> None:
         from ..data.demo_instances import prepare as prepare_instances
 
         prepare_instances()
-    if "natural_images" in text:
-        from ..data.natural_images import prepare as prepare_natural
+    from ..data.natural_images import prepare_named_in
 
-        prepare_natural()
+    prepare_named_in(text)
 
 
 def pretrained_weights(mode: str) -> Optional[str]:

@@ -52,7 +52,7 @@ def aggregate(runs: list[dict], conversions: dict[str, dict]) -> list[dict]:
         conv = conversions.get(name)
         if conv:
             row.update(convert_min=conv["minutes"], convert_data=conv["data"],
-                       convert_error=f"{conv['error_before']:.3f} -> {conv['error_after']:.3f}")
+                       convert_error=conv.get("error_text") or f"{conv['error_before']:.3f} -> {conv['error_after']:.3f}")
         out.append(row)
     return out
 

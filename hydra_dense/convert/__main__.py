@@ -27,10 +27,11 @@ def main(argv: Optional[list[str]] = None) -> int:
         args = ["--config", str(DEFAULT_CONFIG), *args]
     configs = [args[i + 1] for i, a in enumerate(args[:-1]) if a == "--config"]
     configs += [a.split("=", 1)[1] for a in args if a.startswith("--config=")]
-    if any("natural_images" in Path(c).read_text() for c in configs if Path(c).is_file()):
-        from ..data.natural_images import prepare
+    from ..data.natural_images import prepare_named_in
 
-        prepare()
+    for config in configs:
+        if Path(config).is_file():
+            prepare_named_in(Path(config).read_text())
     from ..cli import main as cli_main
 
     cli_main(["fit", *args])

@@ -12,7 +12,7 @@ import torch
 
 from ..atomic_file import atomic_write
 
-__all__ = ["write_converted", "ConvertedFiles", "error_rows"]
+__all__ = ["write_converted", "ConvertedFiles", "error_rows", "level_rows"]
 
 
 @dataclass
@@ -40,6 +40,16 @@ def error_rows(teacher: list[str], student: list[str], before: list[float], afte
     return rows
 
 
+def level_rows(levels: list[int], before: list[float], after: list[float]) -> list[dict]:
+    """One row per feature level a task head reads (block ``i``'s output, normed as the head sees it)."""
+    rows = []
+    for i, b, a in zip(levels, before, after):
+        rows.append(dict(block=f"features@{i}", teacher="features", student="own stream", converted=True,
+                         error_before=b, error_after=a,
+                         reduction=b / a if a and not math.isnan(a) and not math.isnan(b) else float("nan")))
+    return rows
+
+
 def _fmt(v) -> str:
     if isinstance(v, float):
         return "–" if math.isnan(v) else f"{v:.3f}"
@@ -56,7 +66,10 @@ def write_converted(task, out: Path, data: str = "") -> ConvertedFiles:
                 attention_kinds=task.student_labels, teacher_kinds=task.teacher_labels,
                 converted_blocks=list(task.blocks), steps=int(task.global_step), data=data,
                 error_before=before, error_after=after,
-                feature_error_before=float(task.feature_error_before), feature_error_after=float(task.feature_error_after))
+                feature_error_before=float(task.feature_error_before), feature_error_after=float(task.feature_error_after),
+                objective=task.hparams.objective, student_init=task.hparams.student_init,
+                levels=list(getattr(backbone, "out_indices", [depth - 1])),
+                level_error_before=task.level_error_before.tolist(), level_error_after=task.level_error_after.tolist())
     state = {k: v.detach().cpu().clone() for k, v in backbone.state_dict().items()}
     atomic_write(out, lambda fh: torch.save({"state_dict": state, "hydra_dense": meta}, fh))
 
@@ -67,17 +80,22 @@ def write_converted(task, out: Path, data: str = "") -> ConvertedFiles:
             f"{task.source_path}; data: {data}. Final normed tokens through the student's own stream "
             f"(every block's error compounded): {_fmt(meta['feature_error_before'])} -> "
             f"{_fmt(meta['feature_error_after'])}")
+    if meta["objective"] == "features":
+        head += (f". Objective: the whole student against the teacher's features at out_indices "
+                 f"{meta['levels']} (started from {meta['student_init'] or 'the source'})")
     lines = [head, "", "| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
     for r in rows:
         if r["converted"] or depth <= 24:
             lines.append("| " + " | ".join(_fmt(r[c]) for c in cols) + " |")
+    for r in level_rows(meta["levels"], meta["level_error_before"], meta["level_error_after"]):
+        lines.append("| " + " | ".join(_fmt(r[c]) for c in cols) + " |")
     table = "\n".join(lines) + "\n"
     md = out.with_name(out.stem + "_errors.md")
     atomic_write(md, lambda fh: fh.write(table.encode()))
     buf = io.StringIO()
     writer = csv.DictWriter(buf, fieldnames=cols, extrasaction="ignore")
     writer.writeheader()
-    writer.writerows(rows)
+    writer.writerows(rows + level_rows(meta["levels"], meta["level_error_before"], meta["level_error_after"]))
     path_csv = out.with_name(out.stem + "_errors.csv")
     atomic_write(path_csv, lambda fh: fh.write(buf.getvalue().encode()))
     return ConvertedFiles(out, md, path_csv, table)

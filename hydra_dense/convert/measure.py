@@ -81,10 +81,9 @@ def main(argv: Optional[list[str]] = None) -> int:
         sizes = [int(s) for s in args.crop_sizes.split(",") if s.strip()]
     except ValueError:
         parser.error(f"--crop-sizes: expected integers like 112,224, got {args.crop_sizes!r}")
-    if "natural_images" in Path(args.config).read_text():
-        from ..data.natural_images import prepare
+    from ..data.natural_images import prepare_named_in
 
-        prepare()
+    prepare_named_in(Path(args.config).read_text())
     rows = errors_at_crop_sizes(args.config, sizes, args.converted, overrides)
     print(to_markdown(rows), flush=True)
     if args.csv:

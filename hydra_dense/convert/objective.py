@@ -19,18 +19,21 @@ from torch import nn
 from ..attention import TokenLayout
 from ..backbones.video_vit import VideoViT
 
-__all__ = ["TeacherTrace", "trace_teacher", "student_branch_outputs", "squared_error_sums", "final_tokens"]
+__all__ = ["TeacherTrace", "trace_teacher", "student_branch_outputs", "squared_error_sums", "final_tokens",
+           "final_and_levels", "relative_mse"]
 
 
 @dataclass
 class TeacherTrace:
     """What the teacher did on one batch: per traced block, the attention branch's input and output
-    ``(B, N, D)``, the token layout, and the final normed tokens ``(B, N, D)``."""
+    ``(B, N, D)``, the token layout, the final normed tokens ``(B, N, D)``, and the features a task
+    head reads (:func:`final_and_levels`), one ``(B, N, D)`` per level."""
 
     inputs: dict[int, torch.Tensor]
     outputs: dict[int, torch.Tensor]
     layout: TokenLayout
     final: torch.Tensor
+    levels: list[torch.Tensor]
 
 
 @torch.no_grad()
@@ -53,11 +56,11 @@ def trace_teacher(teacher: nn.Module, inputs: torch.Tensor, blocks: Sequence[int
         handles.append(blk.attn.register_forward_pre_hook(lambda _m, args, i=i: record_input(i, args)))
         handles.append(blk.ls1.register_forward_hook(lambda _m, _a, out, i=i: outputs.__setitem__(i, out)))
     try:
-        final = final_tokens(teacher, inputs, pad_mask)
+        final, levels = final_and_levels(teacher, inputs, pad_mask)
     finally:
         for h in handles:
             h.remove()
-    return TeacherTrace(branch_in, outputs, layouts[0], final)
+    return TeacherTrace(branch_in, outputs, layouts[0], final, levels)
 
 
 def student_branch_outputs(student: nn.Module, trace: TeacherTrace, blocks: Sequence[int]) -> dict[int, torch.Tensor]:
@@ -71,6 +74,26 @@ def final_tokens(vit: nn.Module, inputs: torch.Tensor, pad_mask: Optional[torch.
         return vit.forward_tokens(inputs)[0]
     outs, _ = vit.forward_tokens(inputs, pad_mask)
     return vit.norm(outs[-1])
+
+
+def final_and_levels(vit: nn.Module, inputs: torch.Tensor,
+                     pad_mask: Optional[torch.Tensor] = None) -> tuple[torch.Tensor, list[torch.Tensor]]:
+    """One pass of ``vit``'s own stream: the final normed tokens ``(B, N, D)`` and the patch tokens a
+    task head reads, ``(B, h*w, D)`` per entry of ``out_indices`` (normed when ``out_norm``; the maps
+    of :meth:`~hydra_dense.backbones.ViT.forward`, prefix tokens left out as there). A VideoViT's
+    heads read its final normed tokens: one level."""
+    if isinstance(vit, VideoViT):
+        final = vit.forward_tokens(inputs)[0]
+        return final, [final]
+    outs, layout = vit.forward_tokens(inputs, pad_mask)
+    prefix = layout.num_prefix_tokens
+    levels = [(vit.norm(outs[i]) if vit.out_norm else outs[i])[:, prefix:] for i in vit.out_indices]
+    return vit.norm(outs[-1]), levels
+
+
+def relative_mse(pred: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+    """``mean((pred - target)^2) / mean(target^2)`` in fp32: a scale-free error (0 = equal)."""
+    return (pred.float() - target.float()).square().mean() / target.float().square().mean().clamp_min(1e-12)
 
 
 def squared_error_sums(pred: torch.Tensor, target: torch.Tensor,

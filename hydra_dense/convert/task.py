@@ -1,5 +1,12 @@
-"""MSA -> Hydra conversion as a LightningModule: the converted blocks learn to reproduce the frozen
-softmax blocks on unlabeled images (or clips, for a video ViT), before any task fine-tuning.
+"""MSA -> Hydra conversion as a LightningModule, before any task fine-tuning, in two stages on
+unlabeled images (or clips, for a video ViT):
+
+1. ``objective: blocks``: each converted block learns to reproduce its frozen softmax block from the
+   teacher's own input (only the converted blocks' attention trains);
+2. ``objective: features`` (whole-network alignment, as in ViT-AdaLA): the student, started from
+   stage 1's output (``student_init``), runs on its own stream and every parameter it uses trains
+   to match the frozen teacher's features at the backbone's ``out_indices``, which the task heads
+   read. The rest of the network learns to adapt around Hydra's one global ``kv`` per image.
 
 Run by the same CLI as the tasks (DDP, atomic periodic checkpoints, ``--ckpt_path last``, the NaN
 guard)::
@@ -22,11 +29,13 @@ from torch import nn
 from tqdm import tqdm
 
 from ..attention import AttentionPlan
+from ..backbones.video_vit import VideoViT
 from ..backbones.checkpoint import CheckpointError, adapt_vit_state_dict, is_plan_added, load_pretrained, read_state_dict
 from ..data.unlabeled import UnlabeledImageDataModule
 from ..tasks.optim import warmup_schedule
 from .export import write_converted
-from .objective import final_tokens, squared_error_sums, student_branch_outputs, trace_teacher
+from .objective import (final_and_levels, final_tokens, relative_mse, squared_error_sums, student_branch_outputs,
+                        trace_teacher)
 
 __all__ = ["ConversionTask", "resolve_source", "converted_blocks"]
 
@@ -84,10 +93,15 @@ class ConversionTask(L.LightningModule):
         teacher_plan: the plan the source was trained with (softmax: ``msa``).
         output: the converted checkpoint to write (default ``<log dir>/converted.pth``); the error
             table goes next to it (``<stem>_errors.md`` / ``.csv``).
-        lr / local_lr_mult / weight_decay / warmup_steps / schedule: AdamW on the converted blocks'
-            attention parameters only (the local branch at ``lr * local_lr_mult``).
-        feature_weight: weight of an extra term on the final normed tokens, measured through the
-            student's own stream (0 = per-block terms only).
+        objective: ``blocks`` (stage 1: per-block output matching, only the converted blocks'
+            attention trains) or ``features`` (stage 2: the whole student, on its own stream,
+            against the teacher's features at ``out_indices``).
+        student_init: a converted checkpoint (stage 1's ``output``) the student starts from; it must
+            have been converted for the backbone's plan. None: the student starts from ``source``.
+        lr / local_lr_mult / weight_decay / warmup_steps / schedule: AdamW on the trained parameters
+            (the local branch at ``lr * local_lr_mult``).
+        feature_weight: with ``objective: blocks``, weight of an extra term on the final normed
+            tokens, measured through the student's own stream (0 = per-block terms only).
         measure_before: evaluate the held-out error before training (for the table).
     """
 
@@ -104,6 +118,8 @@ class ConversionTask(L.LightningModule):
         schedule: Literal["cosine", "poly", "constant"] = "cosine",
         feature_weight: float = 0.0,
         measure_before: bool = True,
+        objective: Literal["blocks", "features"] = "blocks",
+        student_init: Optional[str] = None,
     ) -> None:
         super().__init__()
         self.save_hyperparameters(ignore=["backbone"])
@@ -130,15 +146,42 @@ class ConversionTask(L.LightningModule):
         if not self.blocks:
             raise ValueError(f"model.backbone.plan: converts no block: every block runs the teacher's attention "
                              f"({backbone.plan.describe(depth)}); choose a Hydra / hybrid plan")
+        if objective not in ("blocks", "features"):
+            raise ValueError(f"model.objective: expected 'blocks' or 'features', got {objective!r}")
+        if student_init:
+            init = Path(student_init).expanduser()
+            if not init.is_file():
+                raise FileNotFoundError(f"model.student_init: converted checkpoint {init} does not exist")
+            load_pretrained(backbone, init, strict=True, verbose=False)  # raises naming a plan it was not made for
         backbone.requires_grad_(False)
-        for i in self.blocks:
-            backbone.blocks[i].attn.requires_grad_(True)
+        if objective == "blocks":
+            for i in self.blocks:
+                backbone.blocks[i].attn.requires_grad_(True)
+        else:
+            for param in self._used_parameters(backbone):
+                param.requires_grad_(True)
         self.register_buffer("error_before", torch.full((depth,), float("nan")))
         self.register_buffer("error_after", torch.full((depth,), float("nan")))
+        # the features the task heads read (out_indices), through the student's own stream
+        num_levels = len(getattr(backbone, "out_indices", [0])) if not isinstance(backbone, VideoViT) else 1
+        self.register_buffer("level_error_before", torch.full((num_levels,), float("nan")))
+        self.register_buffer("level_error_after", torch.full((num_levels,), float("nan")))
         # the final normed tokens through the student's own stream (errors of all blocks compounded)
         self.register_buffer("feature_error_before", torch.tensor(float("nan")))
         self.register_buffer("feature_error_after", torch.tensor(float("nan")))
         self._val_sums: Optional[torch.Tensor] = None
+
+    @staticmethod
+    def _used_parameters(backbone: nn.Module) -> list[nn.Parameter]:
+        """Every parameter the features at ``out_indices`` depend on (blocks after the last level,
+        and the final norm when the levels are not normed, do not take part)."""
+        if isinstance(backbone, VideoViT):
+            return list(backbone.parameters())
+        last = max(backbone.out_indices)
+        unused = {id(p) for blk in backbone.blocks[last + 1:] for p in blk.parameters()}
+        if not backbone.out_norm:
+            unused |= {id(p) for p in backbone.norm.parameters()}
+        return [p for p in backbone.parameters() if id(p) not in unused]
 
     # ---- modules ---------------------------------------------------------------------------
     @property
@@ -165,22 +208,38 @@ class ConversionTask(L.LightningModule):
         return pred, trace.outputs, trace
 
     def _error_sums(self, images: torch.Tensor) -> torch.Tensor:
-        """``(depth + 1, 2)``: per block, the summed squared error and squared teacher output (NaN rows
-        for blocks that are not converted); the last row: the same for the final normed tokens, the
-        student run on its own stream."""
+        """``(depth + L + 1, 2)``: per block, the summed squared error and squared teacher output (NaN
+        rows for blocks that are not converted); then the same for each of the ``L`` levels the task
+        heads read and, last, for the final normed tokens, the student run on its own stream."""
         pred, target, trace = self._block_terms(images)
         pad = trace.layout.key_padding_mask
         depth = len(self.backbone.blocks)
-        sums = torch.full((depth + 1, 2), float("nan"), device=images.device)
+        final, levels = final_and_levels(self.backbone, images)
+        sums = torch.full((depth + len(levels) + 1, 2), float("nan"), device=images.device)
         for i in self.blocks:
             sums[i] = torch.stack(squared_error_sums(pred[i], target[i], pad))
-        sums[depth] = torch.stack(squared_error_sums(final_tokens(self.backbone, images), trace.final, pad))
+        patch_pad = pad[:, trace.layout.num_prefix_tokens:] if pad is not None else None
+        for j, (mine, theirs) in enumerate(zip(levels, trace.levels)):
+            sums[depth + j] = torch.stack(squared_error_sums(mine, theirs, patch_pad))
+        sums[-1] = torch.stack(squared_error_sums(final, trace.final, pad))
         return sums
+
+    def _split_errors(self, errors: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """:meth:`_error_sums`' rows -> per-block errors ``(depth,)``, per-level ``(L,)``, final ``()``."""
+        depth = len(self.backbone.blocks)
+        return errors[:depth], errors[depth:-1], errors[-1]
 
     def training_step(self, batch, batch_idx: int) -> Optional[torch.Tensor]:
         if batch is None:
             return None
         images = batch[0]
+        if self.hparams.objective == "features":
+            with torch.no_grad():
+                _, wanted = final_and_levels(self.teacher, images)
+            _, levels = final_and_levels(self.backbone, images)
+            loss = torch.stack([relative_mse(mine, theirs) for mine, theirs in zip(levels, wanted)]).mean()
+            self.log("train_level_mse_rel", loss, prog_bar=True, batch_size=images.shape[0])
+            return loss
         pred, target, trace = self._block_terms(images)
         rel = torch.stack([(pred[i].float() - target[i].float()).square().mean()
                            / target[i].float().square().mean().clamp_min(1e-12) for i in self.blocks])
@@ -204,13 +263,15 @@ class ConversionTask(L.LightningModule):
         errors = self._reduce(self._val_sums)
         self._val_sums = None
         if errors is not None:
-            self.log("val_rel_error", errors[self.blocks].mean(), prog_bar=True)
-            self.log("val_feature_rel_error", errors[-1])
+            blocks, levels, final = self._split_errors(errors)
+            self.log("val_rel_error", blocks[self.blocks].mean(), prog_bar=True)
+            self.log("val_level_rel_error", levels.mean(), prog_bar=self.hparams.objective == "features")
+            self.log("val_feature_rel_error", final)
 
     def _reduce(self, sums: Optional[torch.Tensor]) -> Optional[torch.Tensor]:
         """Sum the per-rank sums; relative error ``sqrt(err / ref)`` per block, then of the final tokens."""
         if sums is None:
-            sums = torch.zeros(len(self.backbone.blocks) + 1, 2, device=self.device)
+            sums = torch.zeros(len(self.backbone.blocks) + len(self.level_error_before) + 1, 2, device=self.device)
         sums = self.trainer.strategy.reduce(sums.nan_to_num(0.0), reduce_op="sum")
         if float(sums[:, 1].sum()) == 0:
             return None
@@ -236,14 +297,18 @@ class ConversionTask(L.LightningModule):
         if self.hparams.measure_before and torch.isnan(self.error_before).all():  # not on resume
             errors = self.held_out_errors("error before conversion")
             if errors is not None:
-                self.error_before.copy_(errors[:-1])
-                self.feature_error_before.copy_(errors[-1])
+                blocks, levels, final = self._split_errors(errors)
+                self.error_before.copy_(blocks)
+                self.level_error_before.copy_(levels)
+                self.feature_error_before.copy_(final)
 
     def on_train_end(self) -> None:
         errors = self.held_out_errors("error after conversion")
         if errors is not None:
-            self.error_after.copy_(errors[:-1])
-            self.feature_error_after.copy_(errors[-1])
+            blocks, levels, final = self._split_errors(errors)
+            self.error_after.copy_(blocks)
+            self.level_error_after.copy_(levels)
+            self.feature_error_after.copy_(final)
         if self.trainer.is_global_zero:
             out = Path(self.hparams.output).expanduser() if self.hparams.output else \
                 Path(self.trainer.log_dir or self.trainer.default_root_dir) / "converted.pth"
@@ -259,9 +324,9 @@ class ConversionTask(L.LightningModule):
     def configure_optimizers(self):
         h = self.hparams
         local, attn = [], []
-        for i in self.blocks:
-            for name, p in self.backbone.blocks[i].attn.named_parameters():
-                (local if name.startswith(("local.", "local_window.")) else attn).append(p)
+        for name, p in self.backbone.named_parameters():
+            if p.requires_grad:
+                (local if (".attn.local." in name or ".attn.local_window." in name) else attn).append(p)
         groups = [dict(params=attn, lr=h.lr)]
         if local:
             groups.append(dict(params=local, lr=h.lr * h.local_lr_mult))

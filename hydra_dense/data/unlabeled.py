@@ -85,9 +85,9 @@ class UnlabeledImageDataModule(SplitDataModule):
     Args:
         root: folder(s) searched recursively for images (any size).
         val_root: held-out folder(s); without it, every ``val_every``-th image of ``root`` is held out.
-        task_config: instead of ``root``, a task YAML (e.g. ``configs/segmentation/demo_digits.yaml``):
-            its ``data:`` module is built and the image files of its training split are used
-            (labels are never read); validation images come from ``val_root`` or are held out.
+        task_config: a task YAML (e.g. ``configs/segmentation/demo_digits.yaml``), instead of or
+            besides ``root``: its ``data:`` module is built and the image files of its training split
+            are used (labels are never read); validation images come from ``val_root`` or are held out.
         task_overrides: CLI overrides applied to ``task_config`` first, as the task's own run had them
             (e.g. ``["--data.init_args.root=/data/ADEChallengeData2016"]``).
         crop_size: side of the square crops (sets the token count: ``(crop_size / patch)^2``).
@@ -116,11 +116,13 @@ class UnlabeledImageDataModule(SplitDataModule):
     ) -> None:
         super().__init__()
         self.save_hyperparameters()
-        if (root is None) == (task_config is None):
-            raise ValueError("data: give exactly one of data.root (image folders) or data.task_config (a task YAML)")
+        if root is None and task_config is None:
+            raise ValueError("data: give data.root (image folders), data.task_config (a task YAML) or both")
         if crop_size < 1 or val_every < 2:
             raise ValueError(f"data: crop_size must be >= 1 and val_every >= 2, got {crop_size} and {val_every}")
-        train = self._task_images(task_config, task_overrides or []) if task_config else self._folders(root, "data.root")
+        train = self._folders(root, "data.root") if root is not None else []
+        if task_config:
+            train += self._task_images(task_config, task_overrides or [])
         if val_root is not None:
             val = self._folders(val_root, "data.val_root")
         else:
@@ -195,6 +197,8 @@ class UnlabeledImageDataModule(SplitDataModule):
     def describe(self) -> str:
         """One line for tables: where the images come from and how many."""
         h = self.hparams
-        source = f"task {h.task_config} (train split, labels unused)" if h.task_config else f"{h.root}"
+        sources = ([str(h.root)] if h.root is not None else []) + (
+            [f"task {h.task_config} (train split, labels unused)"] if h.task_config else [])
+        source = " + ".join(sources)
         return f"{source}: {len(self.files['train'])} train / {len(self.files['val'])} val images, crops {h.crop_size}px"
 
