@@ -12,7 +12,10 @@ On top of Lightning's CLI, every run gets (see :mod:`hydra_dense.runtime`):
   ``trainer.default_root_dir`` (no checkpoint yet: starts fresh, so one command serves the first
   submission and every requeue); resumes model, optimizer, schedule, loop counters, the position in
   the epoch and the RNG state;
-- a checkpoint path that does not exist or does not fit the model fails before anything runs;
+- a checkpoint path that does not exist, cannot be read, or does not fit the model (its weights, its
+  task class, its attention plan) fails before anything runs; the config and command line decide
+  every setting (Lightning's loading of the checkpoint's saved settings over them is turned off) and
+  the log lists those that differ from the checkpoint's;
 - ``--nonfinite.action stop|skip``: a NaN / inf loss stops the run naming the step, or skips it;
 - under SLURM, the requeue signal saves ``hpc_ckpt_N.ckpt`` at the next step boundary on all ranks;
 - what the data readers clipped, dropped or skipped, printed once and kept in ``data_report.json``;
@@ -29,9 +32,11 @@ import lightning as L
 from lightning.pytorch.cli import LightningCLI
 from lightning.pytorch.utilities import rank_zero_info
 
-from .runtime import (AtomicCheckpointIO, DataReport, NonFiniteLossGuard, PeriodicLastCheckpoint, RNGStateCheckpoint,
-                      StepBoundaryRequeue, TrainingCurves, check_checkpoint_matches, find_resume_checkpoint,
-                      remove_stale_temporaries)
+from .runtime import (AtomicCheckpointIO, DataReport, ModelIdentityCheckpoint, NonFiniteLossGuard,
+                      PeriodicLastCheckpoint, RNGStateCheckpoint, StepBoundaryRequeue, TrainingCurves,
+                      check_checkpoint_matches, find_resume_checkpoint, remove_stale_temporaries)
+from .runtime.model_identity import settings_differing
+from .runtime.resume import read_saved_settings
 
 SPECIAL_CKPT = ("best", "hpc", "registry")
 
@@ -59,6 +64,28 @@ class HydraDenseCLI(LightningCLI):
                      if ln.strip() and not any(n in ln for n in noise)]
             self.parser.error("\n  ".join(lines) if lines else str(err))
 
+    def _parse_ckpt_path(self) -> None:
+        """Lightning would load the checkpoint's saved settings over the config here, task class
+        included. Instead the config and command line decide every setting (the checkpoint gives the
+        weights and, for ``fit``, the optimizer, schedule and loop state); the settings that differ
+        from the checkpoint's are listed in the log, and the checkpoint's task class and attention
+        plan are checked against the built model before anything runs (``_resolve_ckpt_path``)."""
+        self._settings_note = None
+        subcommand = self.config.get("subcommand")
+        if not subcommand:
+            return
+        path = self.config[subcommand].get("ckpt_path")
+        if not path or path in SPECIAL_CKPT or path == "last":
+            return
+        saved = read_saved_settings(path)
+        model = self.config[subcommand].get("model")
+        configured = model.get("init_args") if model is not None else None
+        configured = configured.as_dict() if hasattr(configured, "as_dict") else dict(configured or {})
+        differing = settings_differing(saved, configured)
+        self._settings_note = (f"[checkpoint] {path}: weights{' and training state' if subcommand == 'fit' else ''} "
+                               f"from the checkpoint, every setting from the config and command line" +
+                               (f"; differing from the checkpoint's: {'; '.join(differing)}" if differing else ""))
+
     def _option(self, key: str, default: Any = None) -> Any:
         """A parsed, instantiated option of this run (under its subcommand when there is one)."""
         cfg = self.config_init
@@ -70,7 +97,8 @@ class HydraDenseCLI(LightningCLI):
         trainer_cfg = self._option("trainer", {})
         callbacks = trainer_cfg.get("callbacks") or []
         callbacks = list(callbacks) if isinstance(callbacks, (list, tuple)) else [callbacks]
-        callbacks += [RNGStateCheckpoint(), StepBoundaryRequeue(), DataReport(), TrainingCurves()]
+        callbacks += [RNGStateCheckpoint(), ModelIdentityCheckpoint(), StepBoundaryRequeue(), DataReport(),
+                      TrainingCurves()]
         every_steps, every_min = self._option("checkpoint_every_n_steps"), self._option("checkpoint_every_minutes")
         if trainer_cfg.get("enable_checkpointing", True) is not False and (every_steps or every_min):
             callbacks.append(PeriodicLastCheckpoint(
@@ -103,6 +131,8 @@ class HydraDenseCLI(LightningCLI):
             rank_zero_info(f"[resume] resuming from {found}")
             path = cfg["ckpt_path"] = str(found)
         check_checkpoint_matches(self.model, path)
+        if getattr(self, "_settings_note", None):
+            rank_zero_info(self._settings_note)
 
     # LightningCLI calls before_<subcommand> ahead of the trainer method, before it reads ckpt_path
     def before_fit(self) -> None:

@@ -7,7 +7,10 @@ from typing import Optional
 import torch
 from torch import nn
 
-__all__ = ["find_resume_checkpoint", "check_checkpoint_matches", "CheckpointMismatchError", "remove_stale_temporaries"]
+from .model_identity import IDENTITY_KEY, plan_mismatch, task_mismatch
+
+__all__ = ["find_resume_checkpoint", "check_checkpoint_matches", "CheckpointMismatchError", "remove_stale_temporaries",
+           "read_saved_settings"]
 
 RESUME_PATTERNS = ("last*.ckpt", "hpc_ckpt_*.ckpt")
 
@@ -40,6 +43,20 @@ def remove_stale_temporaries(root: str | Path) -> int:
     return len(stale)
 
 
+def read_saved_settings(path: str) -> dict:
+    """The task settings a Lightning checkpoint saved (``hyper_parameters``); raises naming the file
+    when it is missing or unreadable (e.g. truncated)."""
+    p = Path(path)
+    if not p.is_file():
+        raise FileNotFoundError(f"--ckpt_path: checkpoint {p} does not exist")
+    try:
+        ckpt = torch.load(p, map_location="cpu", weights_only=True, mmap=True)
+    except Exception as err:  # noqa: BLE001 - any failure here means an unreadable file
+        raise CheckpointMismatchError(f"--ckpt_path: {p} is not a readable checkpoint (truncated or not written by "
+                                      f"torch.save? {type(err).__name__}: {str(err).splitlines()[0]})") from err
+    return dict(ckpt.get("hyper_parameters") or {}) if isinstance(ckpt, dict) else {}
+
+
 def _shape_list(keys, limit: int = 5) -> str:
     keys = sorted(keys)
     more = f" (+{len(keys) - limit} more)" if len(keys) > limit else ""
@@ -61,12 +78,22 @@ def check_checkpoint_matches(model: nn.Module, path: str | Path) -> None:
     if state is None:
         raise CheckpointMismatchError(f"--ckpt_path: {path} is not a Lightning checkpoint (no 'state_dict'); "
                                       "plain backbone weights go to the backbone's `pretrained:` instead")
+    saved = dict(ckpt.get(IDENTITY_KEY) or {})
+    saved.setdefault("task", (ckpt.get("hyper_parameters") or {}).get("_class_path"))
+    problem = task_mismatch(saved, model)
+    if problem:
+        raise CheckpointMismatchError(f"--ckpt_path: {path} does not match the configured {type(model).__name__}: "
+                                      f"{problem}")
     own = model.state_dict()
     missing = set(own) - set(state)
     unexpected = set(state) - set(own)
     shapes = {k: (tuple(state[k].shape), tuple(own[k].shape)) for k in set(own) & set(state)
               if hasattr(state[k], "shape") and tuple(state[k].shape) != tuple(own[k].shape)}
     if not (missing or unexpected or shapes):
+        problem = plan_mismatch(saved, model)  # the same tensors, another attention in some blocks
+        if problem:
+            raise CheckpointMismatchError(f"--ckpt_path: {path} does not match the configured "
+                                          f"{type(model).__name__}: {problem}")
         return
     lines = [f"--ckpt_path: {path} does not match the configured {type(model).__name__} (trained with another "
              f"backbone, head or num_classes? {len(state)} tensors in the checkpoint, {len(own)} in the model):"]

@@ -1,0 +1,75 @@
+"""A checkpoint never silently becomes another model: its task class and attention plan are checked
+before it is resumed, validated, predicted with or exported; the config and command line decide the
+settings; an unreadable checkpoint is named."""
+import pytest
+import torch
+import yaml
+
+from hydra_dense.runtime.model_identity import IDENTITY_KEY
+from tests.tiny_runs import newest_checkpoint, ok, train, write_config
+
+
+@pytest.fixture(scope="module")
+def seg_run(tmp_path_factory):
+    """A 2-step all-Hydra segmentation run: (config, checkpoint)."""
+    tmp = tmp_path_factory.mktemp("seg_identity")
+    config = write_config("segmentation", tmp, steps=2, val_every=2)
+    ok(train("fit", config, tmp / "run"))
+    return config, newest_checkpoint(tmp / "run")
+
+
+def with_plan(config, plan, tmp_path):
+    cfg = yaml.safe_load(config.read_text())
+    cfg["model"]["init_args"]["backbone"]["init_args"]["plan"] = plan
+    path = tmp_path / f"plan_{plan}.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    return path
+
+
+def test_checkpoint_records_task_and_plan(seg_run):
+    _, ckpt = seg_run
+    identity = torch.load(ckpt, map_location="cpu", weights_only=True)[IDENTITY_KEY]
+    assert identity["task"] == "hydra_dense.tasks.segmentation.SegmentationTask"
+    assert identity["attention"] == ["hydra", "hydra"] and identity["plan"] == "hydra x2"
+    assert identity["backbone"].endswith(".ViT") and identity["depth"] == 2 and identity["embed_dim"] == 32
+
+
+@pytest.mark.parametrize("subcommand", ["fit", "predict"])
+def test_another_attention_plan_is_refused_naming_both(seg_run, tmp_path, subcommand):
+    config, ckpt = seg_run
+    proc = train(subcommand, with_plan(config, "msa", tmp_path), tmp_path / "other", f"--ckpt_path={ckpt}")
+    assert proc.returncode != 0
+    err = proc.stderr
+    assert f"{ckpt} does not match the configured SegmentationTask" in err, err[-2000:]
+    assert "attention plan [hydra x2]" in err and "runs [msa x2]" in err
+    assert "Restored all states" not in proc.stdout + err
+
+
+def test_a_config_for_another_task_is_refused_before_anything_is_written(seg_run, tmp_path):
+    _, ckpt = seg_run
+    det = write_config("detection", tmp_path, steps=2)
+    proc = train("predict", det, tmp_path / "det", f"--ckpt_path={ckpt}")
+    assert proc.returncode != 0
+    assert "it holds a SegmentationTask (hydra_dense.tasks.segmentation.SegmentationTask), but the config builds " \
+           "a DetectionTask" in proc.stderr, proc.stderr[-2000:]
+    assert not list((tmp_path / "det").rglob("detections.json"))
+
+
+def test_a_truncated_checkpoint_is_named(seg_run, tmp_path):
+    config, ckpt = seg_run
+    cut = tmp_path / "cut.ckpt"
+    cut.write_bytes(ckpt.read_bytes()[:4096])
+    proc = train("validate", config, tmp_path / "v", f"--ckpt_path={cut}")
+    assert proc.returncode != 0
+    assert f"--ckpt_path: {cut} is not a readable checkpoint (truncated" in proc.stderr, proc.stderr[-2000:]
+
+
+def test_settings_given_now_win_over_the_checkpoints_and_are_listed(seg_run, tmp_path):
+    config, ckpt = seg_run
+    proc = ok(train("validate", config, tmp_path / "v", f"--ckpt_path={ckpt}", "--model.init_args.inference=slide",
+                    "--model.init_args.slide_crop=[16,16]", "--model.init_args.slide_stride=[8,8]"))
+    log = proc.stdout + proc.stderr
+    assert "every setting from the config and command line" in log
+    assert "inference: 'whole' -> 'slide'" in log, log[-3000:]
+    saved = yaml.safe_load(next((tmp_path / "v").rglob("config.yaml")).read_text())
+    assert saved["model"]["init_args"]["inference"] == "slide"
