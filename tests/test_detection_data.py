@@ -10,6 +10,7 @@ from PIL import Image
 from hydra_dense.data.detection import DetectionDataModule, RandomCropUpTo
 from hydra_dense.data.detection_formats import AnnotationError, decode_segmentation, read_coco, read_voc
 from hydra_dense.data.demo_instances import mask_to_rle
+from hydra_dense.data.preflight import DataFilesError
 from hydra_dense.data.segmentation import SampleError
 
 
@@ -173,15 +174,17 @@ def test_data_module_samples_masks_crowd_and_errors(tmp_path):
         DetectionDataModule(str(tmp_path), **dict(kw, val_images="nope")).setup("validate")
     (tmp_path / "imgs" / "b.png").write_bytes(b"not a png")
     dm = DetectionDataModule(str(tmp_path), **kw)
-    dm.setup("validate")
-    with pytest.raises(SampleError, match="b.png"):
+    with pytest.raises(DataFilesError, match=r"val: image .*b.png cannot be read"):  # before anything runs
+        dm.setup("validate")
+    with pytest.raises(SampleError, match="b.png"):  # and the reader, for a file that breaks after the check
         dm.datasets["val"][1]
     dm = DetectionDataModule(str(tmp_path), skip_bad=True, **kw)
     dm.setup("validate")
     assert dm.datasets["val"][1] is None and dm.skipped_report() == {"val": 1}
     write_image(tmp_path / "imgs" / "b.png", 40, 50)  # annotation says 50x50
     dm = DetectionDataModule(str(tmp_path), **kw)
-    dm.setup("validate")
+    with pytest.raises(DataFilesError, match=r"image .*b.png is 40x50 but .*ann.json says 50x50"):
+        dm.setup("validate")
     with pytest.raises(SampleError, match=r"b.png is 40x50 but its annotation says 50x50"):
         dm.datasets["val"][1]
 

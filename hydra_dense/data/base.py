@@ -153,6 +153,45 @@ class SplitDataModule(L.LightningDataModule):
             # Lightning warns that a plain DataLoader cannot resume mid-epoch; this module does
             warnings.filterwarnings("ignore", message="You're resuming from a checkpoint that ended before the epoch")
 
+    _checked_splits: Optional[set] = None
+
+    def check_files(self, stage: Optional[str]) -> None:
+        """Before anything runs: every file of the splits ``stage`` reads (their datasets'
+        ``file_problems()``: headers only), all problems reported at once naming the files
+        (:func:`~hydra_dense.data.preflight.report_problems`); and a training split that gives each
+        rank at least one full batch (the last incomplete one is dropped). Each split is checked once."""
+        import time
+
+        from .preflight import report_problems
+
+        splits = {None: ("train", "val", "test"), "fit": ("train", "val"), "validate": ("val",),
+                  "test": ("test",)}.get(stage, ())
+        self._checked_splits = self._checked_splits or set()
+        todo = [s for s in splits if s in self.datasets and s not in self._checked_splits
+                and hasattr(self.datasets[s], "file_problems")]
+        trainer = getattr(self, "trainer", None)
+        if "train" in todo and trainer is not None and trainer.state.fn == "fit":  # about to train
+            self._check_one_batch()
+        if not todo:
+            return
+        t0, problems, checked = time.perf_counter(), [], 0
+        for split in todo:
+            found, count = self.datasets[split].file_problems()
+            problems += [(split, text) for text in found]
+            checked += count
+        self._checked_splits.update(todo)
+        report_problems(problems, checked, time.perf_counter() - t0, bool(getattr(self.hparams, "skip_bad", False)))
+
+    def _check_one_batch(self) -> None:
+        world, _ = self._world()
+        size, batch = len(self.datasets["train"]), self.hparams.batch_size
+        if size // world < batch:
+            from .preflight import DataFilesError
+
+            raise DataFilesError(f"data: the training split has {size} sample(s), fewer than one batch of "
+                                 f"data.init_args.batch_size={batch} per process ({world} process(es)); the last "
+                                 f"incomplete batch is dropped, so nothing would train. Lower batch_size or add data")
+
     def skipped_report(self) -> dict[str, int]:
         """Samples skipped per split (only with ``skip_bad``)."""
         return {k: d.skipped for k, d in self.datasets.items() if d.skipped}
@@ -185,9 +224,18 @@ class SkipCounter:
             return None
 
 
+SIXTEEN_BIT_MODES = ("I;16", "I;16L", "I;16B", "I")
+
+
 def read_image(path, mode: Optional[str] = "RGB") -> np.ndarray:
     """An image file as an array, turned upright by its EXIF orientation (phone photos are stored
-    sideways with a tag saying so), converted to ``mode`` (None keeps it: label maps)."""
+    sideways with a tag saying so), converted to ``mode`` (None keeps it: label maps).
+
+    A 16-bit grey image (microscopy, depth) becomes RGB scaled by 255 / 65535 (PIL's own conversion
+    would clip every value above 255 to white)."""
     with Image.open(path) as im:
         im = ImageOps.exif_transpose(im)
+        if mode == "RGB" and im.mode in SIXTEEN_BIT_MODES:
+            grey = (np.asarray(im).astype(np.float32) * (255.0 / 65535.0)).round().clip(0, 255).astype(np.uint8)
+            return np.repeat(grey[..., None], 3, axis=2)
         return np.asarray(im.convert(mode) if mode else im)

@@ -30,6 +30,7 @@ from torchvision.transforms import v2
 from torchvision.transforms.v2 import functional as TF
 
 from .base import SkipCounter, SplitDataModule, read_image
+from .preflight import sized_image_problems
 from .detection_formats import CocoAnnotations, ImageRecord, decode_segmentation, read_coco, read_voc
 from .segmentation import SampleError
 
@@ -83,12 +84,17 @@ class DetectionDataset(SkipCounter, Dataset):
     raise :class:`SampleError` naming the file, or are skipped and counted with ``skip_bad``."""
 
     def __init__(self, records: list[ImageRecord], transform=None, train: bool = False, masks: bool = False,
-                 skip_bad: bool = False) -> None:
+                 skip_bad: bool = False, source: str = "its annotations") -> None:
         self.records, self.transform, self.train, self.masks = records, transform, train, masks
+        self.source = source
         self.init_skipping(skip_bad)
 
     def __len__(self) -> int:
         return len(self.records)
+
+    def file_problems(self) -> tuple[list[str], int]:
+        """Every listed image exists, reads, and has the size ``source`` gives it; files checked."""
+        return sized_image_problems(((r.path, r.width, r.height) for r in self.records), self.source), len(self.records)
 
     def load(self, i: int) -> tuple[tv_tensors.Image, dict]:
         rec = self.records[i]
@@ -285,13 +291,19 @@ class DetectionDataModule(SplitDataModule):
             records = self._read("train").records
             if h.limit_train:
                 records = records[: h.limit_train]
-            self.datasets["train"] = DetectionDataset(records, self.train_transform(), True, h.masks, h.skip_bad)
+            if not any(len(r.labels) for r in records):
+                raise ValueError(f"{self._source('train')}: none of the {len(records)} training images has a box; "
+                                 "a detector would learn nothing (images without boxes may be mixed with ones "
+                                 "that have some)")
+            self.datasets["train"] = DetectionDataset(records, self.train_transform(), True, h.masks, h.skip_bad,
+                                                      self._source("train"))
         if stage in (None, "fit", "validate") and "val" not in self.datasets:
             self.datasets["val"] = DetectionDataset(self._read("val").records, self.eval_transform(), False, h.masks,
-                                                    h.skip_bad)
+                                                    h.skip_bad, self._source("val"))
         if stage in (None, "test", "predict") and "test" not in self.datasets:
             self.datasets["test"] = DetectionDataset(self._read("test").records, self.eval_transform(), False,
-                                                     h.masks, h.skip_bad)
+                                                     h.masks, h.skip_bad, self._source("test"))
+        self.check_files(stage)
 
     def collate_fn(self):
         return collate_detection

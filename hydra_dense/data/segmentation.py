@@ -27,6 +27,7 @@ from torchvision import tv_tensors
 from torchvision.transforms import v2
 
 from .base import SkipCounter, SplitDataModule, read_image
+from .preflight import pair_problems
 
 log = logging.getLogger(__name__)
 
@@ -127,6 +128,10 @@ class SegmentationDataset(SkipCounter, Dataset):
 
     def __len__(self) -> int:
         return len(self.pairs)
+
+    def file_problems(self) -> tuple[list[str], int]:
+        """Every pair's headers checked (:func:`~hydra_dense.data.preflight.pair_problems`); files checked."""
+        return pair_problems(self.pairs), 2 * len(self.pairs)
 
     def load(self, i: int) -> tuple[tv_tensors.Image, tv_tensors.Mask]:
         img_path, mask_path = self.pairs[i]
@@ -310,6 +315,7 @@ class SegmentationDataModule(SplitDataModule):
             self.datasets["val"] = self._dataset(h.val_split, train=False)
         if stage in (None, "test", "predict") and "test" not in self.datasets:
             self.datasets["test"] = self._dataset(h.test_split or h.val_split, train=False)
+        self.check_files(stage)
 
     def collate_fn(self):
         from functools import partial

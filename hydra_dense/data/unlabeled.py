@@ -13,11 +13,11 @@ from pathlib import Path
 from typing import Optional, Sequence, Union
 
 import torch
-from PIL import Image, ImageOps
+from PIL import Image
 from torch.utils.data import Dataset
 from torchvision.transforms import v2
 
-from .base import SkipCounter, SplitDataModule
+from .base import SkipCounter, SplitDataModule, read_image
 from .sampling import seeded_rngs
 from .segmentation import IMAGE_EXTS, IMAGENET_MEAN, IMAGENET_STD, SampleError
 
@@ -56,8 +56,7 @@ class UnlabeledImageDataset(SkipCounter, Dataset):
     def load(self, i: int) -> Image.Image:
         path = self.files[i]
         try:
-            with Image.open(path) as im:
-                return ImageOps.exif_transpose(im).convert("RGB")
+            return Image.fromarray(read_image(path))
         except Exception as err:
             raise SampleError(f"cannot read image {path}: {err}") from err
 

@@ -31,6 +31,7 @@ from torchvision import tv_tensors
 from torchvision.transforms import v2
 
 from .base import SkipCounter, SplitDataModule
+from .preflight import file_problems
 from .video_decode import (IncompleteDecode, VideoError, decode_frames, decode_video, frame_files, index_video,
                            read_frame_files, read_frames)
 
@@ -167,6 +168,10 @@ class VideoClipDataset(SkipCounter, Dataset):
 
     def __len__(self) -> int:
         return len(self.samples)
+
+    def file_problems(self) -> tuple[list[str], int]:
+        """Every video file (or frame folder) exists and is not empty; files checked."""
+        return file_problems((path for path, _ in self.samples), "video"), len(self.samples)
 
     def _view_indices(self, path: Path, n_frames: int, rng: Optional[np.random.Generator]) -> list[np.ndarray]:
         """Frame indices of each clip of a video of ``n_frames`` frames."""
@@ -356,6 +361,7 @@ class VideoDataModule(SplitDataModule):
             self.datasets["val"] = self._dataset(h.val_split, False, h.val_num_clips, 1)
         if "test" not in self.datasets and stage in (None, "test", "predict"):
             self.datasets["test"] = self._dataset(h.test_split or h.val_split, False, h.num_clips, h.num_crops)
+        self.check_files(stage)
 
     def data_report(self) -> str:
         """Files the layout ignored, per split (empty when none)."""

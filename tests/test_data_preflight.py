@@ -1,0 +1,121 @@
+"""Bad data is found before the first step, all at once and by name; a run that fails while
+training keeps a checkpoint; 16-bit images are scaled, not clipped."""
+import json
+
+import numpy as np
+import pytest
+import yaml
+from PIL import Image
+
+from hydra_dense.data import DetectionDataModule, SegmentationDataModule
+from hydra_dense.data.base import read_image
+from hydra_dense.data.preflight import DataFilesError
+from tests.test_segmentation import make_ade
+from tests.tiny_runs import train, write_config
+
+
+def seg_dm(root, **kw):
+    return SegmentationDataModule(str(root), "ade20k", num_classes=4, crop_size=(32, 32), num_workers=0,
+                                  **dict(dict(batch_size=2), **kw))
+
+
+def test_every_bad_file_of_every_split_is_named_before_training(tmp_path):
+    root = make_ade(tmp_path / "ade", n_train=6, n_val=6)
+    val_masks = sorted((root / "annotations" / "validation").glob("*.png"))
+    Image.new("L", (40, 30)).save(val_masks[4])                      # the 5th val mask: another size
+    Image.new("RGB", (32, 32)).save(val_masks[5])                    # an RGB "label map"
+    train_image = sorted((root / "images" / "training").glob("*.jpg"))[3]
+    train_image.write_bytes(b"not a jpeg")                           # unreadable
+    with pytest.raises(DataFilesError) as caught:
+        seg_dm(root).setup("fit")
+    text = str(caught.value)
+    assert "3 problem(s)" in text
+    assert f"val: image {root}/images/validation/ADE_0004.jpg is 32x32 but mask {val_masks[4]} is 40x30" in text
+    assert f"val: mask {val_masks[5]} has mode RGB, not a single-channel label map" in text
+    assert f"train: image {train_image} cannot be read" in text
+    assert "skip_bad=true" in text
+    dm = seg_dm(root, skip_bad=True)  # with skip_bad: reported, then skipped when they come up
+    dm.setup("fit")
+    assert len(dm.datasets["val"]) == 6
+
+
+def test_a_fit_with_a_bad_late_validation_mask_stops_before_step_one(tmp_path):
+    config = write_config("segmentation", tmp_path, steps=4, val_every=2)
+    root = yaml.safe_load(config.read_text())["data"]["init_args"]["root"]
+    bad = sorted((tmp_path / "segmentation_data" / "annotations" / "validation").glob("*.png"))[-1]
+    Image.new("L", (8, 8)).save(bad)
+    proc = train("fit", config, tmp_path / "run")
+    assert proc.returncode != 0 and root in str(bad)
+    assert f"mask {bad} is 8x8" in proc.stderr, proc.stderr[-2000:]
+    assert "Epoch 0" not in proc.stdout + proc.stderr and not list((tmp_path / "run").rglob("*.ckpt"))
+
+
+def test_a_training_split_smaller_than_one_batch_is_refused_with_the_counts(tmp_path):
+    config = write_config("segmentation", tmp_path, steps=4, val_every=2)  # 20 training images
+    proc = train("fit", config, tmp_path / "run", "--data.init_args.batch_size=32")
+    assert proc.returncode != 0
+    assert "the training split has 20 sample(s), fewer than one batch of data.init_args.batch_size=32 per " \
+           "process (1 process(es))" in proc.stderr, proc.stderr[-2000:]
+    assert not list((tmp_path / "run").rglob("*.ckpt"))
+
+
+def _coco(root, split, boxes_per_image, n=4, missing=()):
+    (root / split).mkdir(parents=True, exist_ok=True)
+    images, anns = [], []
+    for i in range(n):
+        name = f"{split}_{i}.png"
+        if i not in missing:
+            Image.new("RGB", (40, 30), (i * 20, 0, 0)).save(root / split / name)
+        images.append(dict(id=i + 1, file_name=name, width=40, height=30))
+        for _ in range(boxes_per_image):
+            anns.append(dict(id=len(anns) + 1, image_id=i + 1, category_id=1, bbox=[2, 2, 10, 10], area=100, iscrowd=0))
+    (root / "annotations").mkdir(exist_ok=True)
+    path = root / "annotations" / f"{split}.json"
+    path.write_text(json.dumps(dict(images=images, annotations=anns, categories=[dict(id=1, name="thing")])))
+    return path
+
+
+def det_dm(root, **kw):
+    return DetectionDataModule(str(root), format="coco", train_json="annotations/train.json",
+                               val_json="annotations/val.json", train_images="train", val_images="val",
+                               batch_size=2, num_workers=0, **kw)
+
+
+def test_detection_without_any_box_is_refused_naming_the_file(tmp_path):
+    source = _coco(tmp_path, "train", boxes_per_image=0)
+    _coco(tmp_path, "val", boxes_per_image=1)
+    with pytest.raises(ValueError, match=f"{source}: none of the 4 training images has a box"):
+        det_dm(tmp_path).setup("fit")
+    _coco(tmp_path, "train", boxes_per_image=1, n=2)  # negatives mixed with positives stay allowed
+    det_dm(tmp_path).setup("fit")
+
+
+def test_an_image_listed_in_the_coco_json_but_missing_is_named_before_training(tmp_path):
+    _coco(tmp_path, "train", boxes_per_image=1)
+    source = _coco(tmp_path, "val", boxes_per_image=1, missing=(3,))
+    with pytest.raises(DataFilesError, match=f"val: image {tmp_path}/val/val_3.png does not exist \\(listed in "
+                                             f"{source}\\)"):
+        det_dm(tmp_path).setup("fit")
+
+
+def test_sixteen_bit_images_are_scaled_not_clipped(tmp_path):
+    values = np.array([[0, 257, 32768, 65535]], dtype=np.uint16)
+    path = tmp_path / "deep.png"
+    Image.fromarray(values).save(path)
+    assert Image.open(path).mode.startswith("I")
+    rgb = read_image(path)
+    assert rgb.shape == (1, 4, 3) and rgb.dtype == np.uint8
+    expected = np.round(values.astype(np.float64) * 255 / 65535).astype(np.uint8)  # [0, 1, 128, 255]
+    assert (rgb[..., 0] == expected).all() and (rgb[..., 2] == expected).all()
+
+
+def test_a_run_that_fails_while_training_keeps_a_checkpoint_to_resume_from(tmp_path):
+    config = write_config("segmentation", tmp_path, steps=6, val_every=6)
+    raise_at = '--trainer.callbacks+={"class_path":"tests.crash_callbacks.RaiseAt","init_args":{"step":3,"rank":0}}'
+    proc = train("fit", config, tmp_path / "run", raise_at, "--checkpoint_every_minutes=60")
+    assert proc.returncode != 0 and "injected failure on rank 0 at step 3" in proc.stderr
+    import torch
+
+    (ckpt,) = list((tmp_path / "run").rglob("last.ckpt"))
+    assert torch.load(ckpt, map_location="cpu", weights_only=False)["global_step"] == 3
+    assert "saved" in proc.stderr and "resume with --ckpt_path last" in proc.stderr
