@@ -126,3 +126,42 @@ def test_predict_files_video_writes_top5_once_per_video_under_ddp(tmp_path):
     assert np.all(np.diff(scores, axis=1) <= 0) and np.allclose(scores.sum(1), 1, atol=1e-3)
     summary = json.loads((out / "summary.json").read_text())
     assert summary["predicted"] == 3 and summary["skipped_files"][0].endswith("corrupt.mp4")
+
+
+def test_predict_files_segmentation_takes_tiny_and_sixteen_bit_images(tmp_path):
+    """A 1x1 PNG is below what the feature pyramid takes: it is enlarged, predicted and its labels
+    brought back to 1x1, and the files after it are predicted; a 16-bit PNG is read scaled."""
+    config = write_config("segmentation", tmp_path)
+    folder = tmp_path / "odd"
+    folder.mkdir()
+    Image.new("RGB", (1, 1), (200, 10, 10)).save(folder / "a_dot.png")
+    Image.fromarray(np.full((20, 30), 40000, dtype=np.uint16)).save(folder / "b_deep.png")
+    _image(folder / "c_normal.png", 24, 20)
+    root = tmp_path / "run"
+    proc = ok(train("predict", config, root, f"--data.init_args.predict_files={folder}"))
+    out = next(root.rglob("predictions"))
+    assert Image.open(out / "a_dot.png").size == (1, 1) and Image.open(out / "b_deep.png").size == (30, 20)
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["predicted"] == 3 and summary["skipped"] == 0
+    assert "not writable" not in proc.stderr
+
+
+def test_a_file_whose_prediction_fails_is_named_skipped_and_the_rest_go_on(tmp_path):
+    from hydra_dense.predict.outputs import PredictionOutputs
+    from hydra_dense.tasks.file_predictions import FilePredictions
+
+    files = [_image(tmp_path / f"in/{n}.png", 8, 8) for n in ("a", "b", "c")]
+    task = FilePredictions()
+    task.predictions = PredictionOutputs(tmp_path / "out", PredictInputs(files))
+
+    def predict_one(image, index):
+        if index == 1:
+            raise RuntimeError("Output size is too small\nmore detail")
+        task.predictions.add(index)
+        return task.predictions.inputs.names[index]
+
+    batch = {"images": [torch.zeros(3, 8, 8, dtype=torch.uint8)] * 3, "index": torch.tensor([0, 1, 2])}
+    assert task.predict_files_guarded(batch, predict_one) == ["a", "c"]
+    summary = task.predictions.finish(True)
+    assert summary["predicted"] == 2 and summary["skipped_files"] == [str(files[1])]
+    assert summary["skipped_reasons"] == {str(files[1]): "RuntimeError: Output size is too small (image (3, 8, 8))"}

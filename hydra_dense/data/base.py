@@ -238,4 +238,4 @@ def read_image(path, mode: Optional[str] = "RGB") -> np.ndarray:
         if mode == "RGB" and im.mode in SIXTEEN_BIT_MODES:
             grey = (np.asarray(im).astype(np.float32) * (255.0 / 65535.0)).round().clip(0, 255).astype(np.uint8)
             return np.repeat(grey[..., None], 3, axis=2)
-        return np.asarray(im.convert(mode) if mode else im)
+        return np.array(im.convert(mode) if mode else im)  # a copy: writable, so torch.from_numpy takes it

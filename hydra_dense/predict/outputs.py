@@ -40,6 +40,7 @@ class PredictionOutputs:
         self.folder, self.inputs = Path(folder), inputs
         self.rows: list = []
         self.done: list[int] = []
+        self.failed: list[tuple[int, str]] = []
 
     def path(self, index: int, suffix: str) -> Path:
         """``<folder>/<input's name><suffix>``, its folder created."""
@@ -52,23 +53,30 @@ class PredictionOutputs:
         self.done.append(int(index))
         self.rows.extend(rows)
 
+    def fail(self, index: int, reason: str) -> None:
+        """Input ``index`` was read but could not be predicted: named in the log now, skipped,
+        and listed with ``reason`` in ``summary.json``."""
+        log.warning("skipping %s: %s", self.inputs.files[index], reason)
+        self.failed.append((int(index), reason))
+
     def finish(self, is_rank_zero: bool, write_table: Optional[Callable[[list, Path], Path]] = None) -> Optional[dict]:
         """Gather every rank's rows (all ranks call this); rank 0 writes the table and
         ``summary.json`` and returns the summary."""
-        rows, done = _gather(self.rows), set(_gather(self.done))
-        self.rows, self.done = [], []
+        rows, done, failed = _gather(self.rows), set(_gather(self.done)), dict(_gather(self.failed))
+        self.rows, self.done, self.failed = [], [], []
         if not is_rank_zero:
             return None
         self.folder.mkdir(parents=True, exist_ok=True)
         skipped = [str(self.inputs.files[i]) for i in range(len(self.inputs.files)) if i not in done]
+        reasons = {str(self.inputs.files[i]): why for i, why in sorted(failed.items())}
         summary = dict(inputs=len(self.inputs.files), predicted=len(done), skipped=len(skipped),
-                       skipped_files=skipped, folder=str(self.folder))
+                       skipped_files=skipped, skipped_reasons=reasons, folder=str(self.folder))
         table = write_table(rows, self.folder) if write_table is not None else None
         if table is not None:
             summary["table"] = str(table)
         (self.folder / "summary.json").write_text(json.dumps(summary, indent=1))
         log.warning("predicted %d of %d inputs into %s%s", len(done), len(self.inputs.files), self.folder,
-                    f"; skipped {len(skipped)} unreadable: {', '.join(skipped[:5])}"
+                    f"; skipped {len(skipped)} (unreadable, or named above): {', '.join(skipped[:5])}"
                     f"{' …' if len(skipped) > 5 else ''}" if skipped else "")
         return summary
 

@@ -170,7 +170,7 @@ class DetectionTask(FilePredictions):
 
     def predict_step(self, batch, batch_idx: int) -> list:
         if isinstance(batch, dict):  # files: drawn PNGs written, detections kept for the json
-            return [self._predict_file(image, int(i)) for image, i in zip(batch["images"], batch["index"])]
+            return self.predict_files_guarded(batch, self._predict_file)
         if batch is None:
             return []
         images, targets, _ = batch

@@ -34,6 +34,19 @@ class FilePredictions(RunDirMixin):
             self.last_prediction_summary = self.predictions.finish(self.trainer.is_global_zero,
                                                                    self.write_prediction_table)
 
+    def predict_files_guarded(self, batch: dict, predict_one) -> list:
+        """``predict_one(image, index)`` for each file of a predict batch; a file whose prediction
+        fails is named in the log, skipped and listed in ``summary.json``, and the rest go on.
+        Returns the names of the files predicted."""
+        names = []
+        for image, index in zip(batch["images"], batch["index"]):
+            try:
+                names.append(predict_one(image, int(index)))
+            except (RuntimeError, ValueError) as err:  # this file's size or content, not the run's
+                first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+                self.predictions.fail(int(index), f"{type(err).__name__}: {first} (image {tuple(image.shape)})")
+        return names
+
     def write_prediction_table(self, rows: list, folder: Path) -> Optional[Path]:
         """Write the gathered rows of the run (none by default); returns the file written."""
         return None

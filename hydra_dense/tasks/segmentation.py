@@ -160,7 +160,7 @@ class SegmentationTask(FilePredictions):
 
     def predict_step(self, batch, batch_idx: int):
         if isinstance(batch, dict):  # files: labels and overlays written, names returned
-            return [self._predict_file(image, int(i)) for image, i in zip(batch["images"], batch["index"])]
+            return self.predict_files_guarded(batch, self._predict_file)
         if batch is None:
             return None
         images, _, pad, idx = batch
@@ -171,13 +171,28 @@ class SegmentationTask(FilePredictions):
         ``slide_crop``, else by sliding window with memory set by the window, not the image."""
         from ..predict.sliding import sliding_window_labels
 
+        height, width = image.shape[-2:]
+        small = self.min_predict_side()
+        if min(height, width) < small:  # below what the feature pyramid can take: enlarge, then back
+            scale = small / min(height, width)
+            size = (max(small, round(height * scale)), max(small, round(width * scale)))
+            big = F.interpolate(image[None].float(), size=size, mode="bilinear", align_corners=False)
+            labels = self.predict_labels(big[0].round().clamp(0, 255).to(torch.uint8))
+            return F.interpolate(labels[None, None].float(), size=(height, width), mode="nearest")[0, 0].to(labels.dtype)
         mean, std = self._normalisation()
         crop = tuple(self.hparams.slide_crop)
         stride = tuple(self.hparams.slide_stride)
-        if image.shape[-2] <= crop[0] and image.shape[-1] <= crop[1]:
+        if height <= crop[0] and width <= crop[1]:
             stride = crop  # a single window: the whole image
         return sliding_window_labels(lambda x: self(x.to(self.device)).cpu(), image.cpu(), crop, stride,
                                      self.hparams.num_classes, mean, std)
+
+    def min_predict_side(self) -> int:
+        """The smallest image side the model predicts directly: four patches, so that the coarsest
+        pyramid level (1/32 of a patch-16 grid) still has a pixel."""
+        patch = getattr(getattr(self.backbone, "patch_embed", None), "patch_size", 16)
+        patch = patch[0] if isinstance(patch, (tuple, list)) else int(patch)
+        return 4 * patch
 
     def _predict_file(self, image: torch.Tensor, index: int) -> str:
         from ..predict.outputs import save_label_png, save_overlay
