@@ -64,6 +64,21 @@ class HydraDenseCLI(LightningCLI):
                      if ln.strip() and not any(n in ln for n in noise)]
             self.parser.error("\n  ".join(lines) if lines else str(err))
 
+    def parse_arguments(self, parser, args) -> None:
+        """Backbone YAML files are checked first: an error inside a nested backbone file would
+        otherwise surface as jsonargparse's "Config file loop detected", naming nothing useful."""
+        import sys
+
+        from .backbones.config_files import BackboneFileError, backbone_files_in_args, check_backbone_file
+
+        argv = list(args) if isinstance(args, (list, tuple)) else (sys.argv[1:] if args is None else [])
+        for path in backbone_files_in_args(argv):
+            try:
+                check_backbone_file(path)
+            except BackboneFileError as err:
+                parser.error(str(err))
+        super().parse_arguments(parser, args)
+
     def _parse_ckpt_path(self) -> None:
         """Lightning would load the checkpoint's saved settings over the config here, task class
         included. Instead the config and command line decide every setting (the checkpoint gives the

@@ -73,3 +73,25 @@ def test_settings_given_now_win_over_the_checkpoints_and_are_listed(seg_run, tmp
     assert "inference: 'whole' -> 'slide'" in log, log[-3000:]
     saved = yaml.safe_load(next((tmp_path / "v").rglob("config.yaml")).read_text())
     assert saved["model"]["init_args"]["inference"] == "slide"
+
+
+@pytest.mark.parametrize("line, message", [
+    ("  plan: {default: hydar}", r"init_args.plan: attention plan: unknown attention 'hydar'; choose from \['msa', 'hydra'"),
+    ("  embed_dm: 32", r"init_args.embed_dm is not an argument of ViT \(did you mean embed_dim\?\)"),
+])
+def test_a_bad_backbone_file_is_named_with_its_key_and_allowed_values(tmp_path, line, message):
+    import re
+
+    backbone = tmp_path / "backbone.yaml"
+    backbone.write_text("class_path: hydra_dense.backbones.ViT\ninit_args:\n  embed_dim: 32\n  depth: 2\n"
+                        "  num_heads: 2\n" + line + "\n")
+    config = write_config("segmentation", tmp_path)
+    nested = yaml.safe_load(config.read_text())
+    nested["model"]["init_args"]["backbone"] = "backbone.yaml"  # nested, relative to the config, as shipped
+    nested_config = tmp_path / "nested.yaml"
+    nested_config.write_text(yaml.safe_dump(nested))
+    for args in ([nested_config], [config, f"--model.init_args.backbone={backbone}"]):
+        proc = train("fit", args[0], tmp_path / "run", *args[1:])
+        assert proc.returncode != 0
+        assert re.search(f"{re.escape(str(backbone))}: {message}", proc.stderr), proc.stderr[-1500:]
+        assert "Config file loop detected" not in proc.stderr

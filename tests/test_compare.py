@@ -482,3 +482,12 @@ def test_aligned_recipe_runs_stage_two_from_stage_one_with_the_task_images(tmp_p
                  train_min=0.1)]
     (row,) = aggregate(runs, {"hydra@aligned": info})
     assert row["convert_error"] == info["error_text"]
+
+
+def test_a_bad_seed_list_names_the_option(capsys):
+    from hydra_dense.compare import parse_args
+
+    with pytest.raises(SystemExit):
+        parse_args(["--seeds", "0,x"])
+    assert "--seeds: expected comma-separated integers such as 0,1,2, got '0,x' ('x' is not an integer)" in \
+        capsys.readouterr().err

@@ -125,3 +125,15 @@ def test_export_errors_name_what_is_wrong(tmp_path):
                                                       "SegmentationTask"):
         main(["--config", str(config), "--ckpt_path", str(other), "--size", "64x64", "--out", str(out)])
     assert not out.exists()
+
+
+def test_export_without_the_export_extra_names_the_extra(monkeypatch, capsys):
+    import importlib.util
+
+    from hydra_dense.deploy.__main__ import main
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "onnxscript" else real(name, *a))
+    with pytest.raises(SystemExit):
+        main(["--config", "configs/segmentation/demo_digits.yaml", "--size", "112x112", "--out", "m.onnx"])
+    assert 'exporting needs onnxscript, from the export extra: pip install -e ".[export]"' in capsys.readouterr().err

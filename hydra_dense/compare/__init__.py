@@ -279,6 +279,12 @@ def parse_args(argv: Optional[list[str]] = None) -> tuple[argparse.Namespace, li
             argv[i: i + 2] = [f"--convert-args={argv[i + 1]}"]
             break
     args, overrides = p.parse_known_args(argv)
+    for name in ("seeds", "eval_sizes"):
+        value = getattr(args, name)
+        bad = [s for s in str(value).split(",") if s.strip() and not s.strip().lstrip("-").isdigit()]
+        if bad:
+            p.error(f"--{name.replace('_', '-')}: expected comma-separated integers such as 0,1,2, got {value!r} "
+                    f"({', '.join(map(repr, bad))} is not an integer)")
     config = Path(args.config).resolve()
     demo = {name: config == (repo_root() / name).resolve()
             for name in (DEMO_CONFIG, VIDEO_DEMO_CONFIG, DETECTION_DEMO_CONFIG)}

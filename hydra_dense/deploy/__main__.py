@@ -8,6 +8,7 @@ Further ``--model.init_args...`` arguments override the config, as in tools/trai
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import sys
 import time
@@ -66,6 +67,10 @@ def main(argv: Optional[list[str]] = None) -> int:
     if args.check_size and not args.dynamic:
         p.error("--check-size needs --dynamic (a fixed-size export runs at --size only)")
 
+    missing = [m for m in ("onnx", "onnxscript", "onnxruntime") if importlib.util.find_spec(m) is None]
+    if missing:
+        p.error(f"exporting needs {', '.join(missing)}, from the export extra: pip install -e \".[export]\" "
+                "(or pip install 'hydra_dense[export]')")
     task = build_task(args.config, args.ckpt_path, overrides)
     spec = export_wrapper(task, dynamic=args.dynamic)
     sizes = [args.size, *args.check_size]

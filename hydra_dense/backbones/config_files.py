@@ -1,0 +1,95 @@
+"""Backbone YAML files checked before the config parser reads them: a misspelt key or an unknown
+attention kind inside a nested ``backbone: file.yaml`` otherwise reaches the user as the parser's
+"Config file loop detected", which names neither the key nor the allowed values."""
+from __future__ import annotations
+
+import difflib
+import importlib
+import inspect
+from pathlib import Path
+from typing import Iterable, Optional, Sequence
+
+import yaml
+
+__all__ = ["check_backbone_file", "backbone_files_in_args", "BackboneFileError"]
+
+
+class BackboneFileError(ValueError):
+    """A backbone YAML that cannot build its backbone, naming the file and the key."""
+
+
+def check_backbone_file(path: Path) -> None:
+    """Raise :class:`BackboneFileError` naming ``path``, the key and the allowed values when its
+    ``class_path`` cannot be imported, an ``init_args`` key is not a constructor argument, or its
+    ``plan`` is not a valid attention plan."""
+    try:
+        data = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as err:
+        raise BackboneFileError(f"{path}: not valid YAML ({err})") from None
+    if not isinstance(data, dict) or "class_path" not in data:
+        raise BackboneFileError(f"{path}: a backbone file needs class_path and init_args (e.g. class_path: "
+                                "hydra_dense.backbones.ViT)")
+    module, _, name = str(data["class_path"]).rpartition(".")
+    try:
+        cls = getattr(importlib.import_module(module), name)
+    except (ImportError, AttributeError, ValueError):
+        raise BackboneFileError(f"{path}: class_path {data['class_path']!r} cannot be imported") from None
+    init_args = data.get("init_args") or {}
+    if not isinstance(init_args, dict):
+        raise BackboneFileError(f"{path}: init_args must be a mapping of {name}'s arguments")
+    params = inspect.signature(cls.__init__).parameters
+    takes_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
+    allowed = [k for k in params if k != "self" and params[k].kind not in (inspect.Parameter.VAR_POSITIONAL,
+                                                                             inspect.Parameter.VAR_KEYWORD)]
+    for key in init_args:
+        if key not in params and not takes_any:
+            close = difflib.get_close_matches(key, allowed, n=1)
+            hint = f" (did you mean {close[0]}?)" if close else ""
+            raise BackboneFileError(f"{path}: init_args.{key} is not an argument of {name}{hint}; its arguments: "
+                                    f"{', '.join(allowed)}")
+    if "plan" in init_args:
+        from ..attention import AttentionPlan
+
+        try:
+            AttentionPlan.coerce(init_args["plan"]).resolve(int(init_args.get("depth") or 12))
+        except (ValueError, TypeError) as err:
+            raise BackboneFileError(f"{path}: init_args.plan: {err}") from None
+
+
+def _option(args: Sequence[str], name: str) -> list[str]:
+    """Every value of ``--name value`` / ``--name=value`` in ``args``."""
+    out = []
+    for i, arg in enumerate(args):
+        if arg == name and i + 1 < len(args):
+            out.append(args[i + 1])
+        elif arg.startswith(name + "="):
+            out.append(arg.split("=", 1)[1])
+    return out
+
+
+def backbone_files_in_args(args: Iterable[str]) -> list[Path]:
+    """The backbone YAML files a command line names: ``--model.init_args.backbone=<file>`` and
+    ``backbone: <file>`` inside each ``--config`` (relative to that config), existing files only."""
+    args = list(args)
+    found: list[Path] = []
+    for value in _option(args, "--model.init_args.backbone"):
+        found.append(Path(value).expanduser())
+    for config in _option(args, "--config") + _option(args, "-c"):
+        path = Path(config).expanduser()
+        try:
+            data = yaml.safe_load(path.read_text()) if path.is_file() else None
+        except yaml.YAMLError:
+            continue  # the parser names a broken config itself
+        backbone = _backbone_entry(data)
+        if isinstance(backbone, str):
+            found.append((path.parent / backbone).expanduser() if not Path(backbone).is_absolute() else Path(backbone))
+    return [p for p in found if p.suffix in (".yaml", ".yml") and p.is_file()]
+
+
+def _backbone_entry(data) -> Optional[object]:
+    if not isinstance(data, dict):
+        return None
+    model = data.get("model")
+    if not isinstance(model, dict):
+        return None
+    return (model.get("init_args") or {}).get("backbone") if isinstance(model.get("init_args"), dict) else None
