@@ -1,0 +1,132 @@
+"""What each path of a Hydra block carries: a trained model evaluated again with its global Hydra
+term or its local branch set to zero, in every block at once and in one block at a time.
+
+    python tools/hydra_paths.py --run runs/seg_aligned/hydra+mean+dwc7@aligned/seed0 [--per-block]
+
+For each case: the validation score, and the relative change of the features the head reads
+(``||muted - intact|| / ||intact||`` at ``out_indices``, over the validation images). A path whose
+removal costs little carries little; one whose removal collapses the score carries the block.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator, Literal, Optional, Sequence
+
+import torch
+
+__all__ = ["muted", "path_table", "main"]
+
+Path_ = Literal["global", "local"]
+
+
+def _linear_blocks(backbone) -> list[int]:
+    from ..attention.modules import GlobalLinearAttention
+
+    return [i for i, blk in enumerate(backbone.blocks) if isinstance(blk.attn, GlobalLinearAttention)]
+
+
+@contextmanager
+def muted(backbone, blocks: Sequence[int], path: Path_) -> Iterator[None]:
+    """Within the context, ``path`` is zero in ``blocks``: ``global`` = the Hydra / linear term
+    (``phi(q) * kv``), ``local`` = the local branch (convolution and / or window softmax)."""
+    saved = []
+    try:
+        for i in blocks:
+            attn = backbone.blocks[i].attn
+            if path == "global":
+                attn._global = lambda q, k, v, mask: torch.zeros_like(v)  # noqa: E731 - shadows the method
+                saved.append((attn, None))
+            else:
+                saved.append((attn, (attn.local, attn.local_window)))
+                attn.local, attn.local_window = None, None
+        yield
+    finally:
+        for attn, branches in saved:
+            if branches is None:
+                del attn._global
+            else:
+                attn.local, attn.local_window = branches
+
+
+@torch.no_grad()
+def _features(model, loader, limit: Optional[int]) -> list[torch.Tensor]:
+    out = []
+    for n, batch in enumerate(loader):
+        if limit is not None and n >= limit:
+            break
+        if batch is None:
+            continue
+        out.append(torch.cat([m.flatten(1) for m in model.backbone(batch[0].to(model.device))], 1).cpu())
+    return out
+
+
+def _change(muted_feats: list[torch.Tensor], intact: list[torch.Tensor]) -> float:
+    num = sum(float((a - b).square().sum()) for a, b in zip(muted_feats, intact))
+    den = sum(float(b.square().sum()) for b in intact)
+    return (num / max(den, 1e-30)) ** 0.5
+
+
+def path_table(model, dm, trainer, metric: str, per_block: bool, feature_batches: Optional[int] = 8) -> list[dict]:
+    """One row per case: ``case``, ``score`` (%), ``feature_change``."""
+    model.eval()
+    dm.setup("validate")
+    loader = dm.val_dataloader()
+    blocks = _linear_blocks(model.backbone)
+    if not blocks:
+        raise ValueError("the model has no Hydra / linear-attention block to take apart")
+    intact = _features(model, loader, feature_batches)
+
+    def evaluate(case: str, chosen: Sequence[int], path: Optional[Path_]) -> dict:
+        if path is None:
+            score = trainer.validate(model, datamodule=dm, verbose=False)[0][metric]
+            return dict(case=case, score=100 * score, feature_change=0.0)
+        with muted(model.backbone, chosen, path):
+            score = trainer.validate(model, datamodule=dm, verbose=False)[0][metric]
+            change = _change(_features(model, loader, feature_batches), intact)
+        return dict(case=case, score=100 * score, feature_change=change)
+
+    has_local = any(model.backbone.blocks[i].attn.local is not None or model.backbone.blocks[i].attn.local_window
+                    is not None for i in blocks)
+    rows = [evaluate("intact", [], None), evaluate(f"global term zero in blocks {blocks}", blocks, "global")]
+    if has_local:
+        rows.append(evaluate(f"local branch zero in blocks {blocks}", blocks, "local"))
+    if per_block:
+        for i in blocks:
+            rows.append(evaluate(f"global term zero in block {i}", [i], "global"))
+            if has_local:
+                rows.append(evaluate(f"local branch zero in block {i}", [i], "local"))
+    return rows
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    from ..compare.inputs import build_run
+    from ..compare.worker import request_overrides
+
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--run", required=True, help="a comparison run folder (request.json, result.json, final_weights.pt)")
+    p.add_argument("--per-block", action="store_true", help="also each block alone (2 validations per block)")
+    p.add_argument("--out", default=None, help="Markdown table to write (default <run>/paths.md)")
+    args = p.parse_args(argv)
+    run = Path(args.run)
+    for name in ("request.json", "result.json"):
+        if not (run / name).is_file():
+            p.error(f"--run: {run / name} does not exist (a finished tools/compare.py run folder)")
+    req, result = json.loads((run / "request.json").read_text()), json.loads((run / "result.json").read_text())
+    if not Path(result.get("weights") or "").is_file():
+        p.error(f"--run: {run} saved no weights (final_weights.pt)")
+    overrides = [o for o in request_overrides(req) if "pretrained=" not in o] + ["--trainer.enable_progress_bar=false"]
+    _, model, dm, trainer = build_run(Path(req["config"]), overrides, run / "paths", req.get("plan_name"))
+    model.load_state_dict(torch.load(result["weights"], map_location="cpu", weights_only=True))
+    rows = path_table(model, dm, trainer, result["metric"], args.per_block)
+    lines = [f"What each path carries: {req['recipe']} seed {req['seed']} ({result['metric']}, validation split; "
+             f"feature change = ||muted - intact|| / ||intact|| at the head's inputs)", "",
+             "| case | score | feature change |", "|---|---|---|"]
+    lines += [f"| {r['case']} | {r['score']:.1f} | {r['feature_change']:.3f} |" for r in rows]
+    text = "\n".join(lines) + "\n"
+    out = Path(args.out) if args.out else run / "paths.md"
+    out.write_text(text)
+    print(text + f"written: {out}")
+    return 0
