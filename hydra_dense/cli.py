@@ -36,6 +36,7 @@ from .runtime import (AtomicCheckpointIO, DataReport, ModelIdentityCheckpoint, N
                       PeriodicLastCheckpoint, RNGStateCheckpoint, StepBoundaryRequeue, TrainingCurves,
                       check_checkpoint_matches, find_resume_checkpoint, remove_stale_temporaries)
 from .runtime.model_identity import settings_differing
+from .runtime.progress import silence_known_noise
 from .runtime.resume import read_saved_settings
 
 SPECIAL_CKPT = ("best", "hpc", "registry")
@@ -165,7 +166,9 @@ def default_loggers(root_dir: str) -> list:
         tensorboard = TensorBoardLogger(save_dir=root_dir, name="lightning_logs")
     except ModuleNotFoundError:
         return [CSVLogger(save_dir=root_dir, name="lightning_logs")]
-    return [tensorboard, CSVLogger(save_dir=root_dir, name="lightning_logs", version=tensorboard.version)]
+    csv = CSVLogger(save_dir=root_dir, name="lightning_logs", version=tensorboard.version)
+    csv.experiment  # noqa: B018 - its writer takes the shared folder now, while it is empty (no "not empty" warning)
+    return [tensorboard, csv]
 
 
 class _ParseOnlyCLI(HydraDenseCLI):
@@ -181,6 +184,7 @@ def parse_config(args: list[str]):
 
 def main(args: Optional[list[str]] = None, run: bool = True,
          cli_class: type[HydraDenseCLI] = HydraDenseCLI) -> HydraDenseCLI:
+    silence_known_noise()
     cli = cli_class(
         model_class=L.LightningModule,
         datamodule_class=L.LightningDataModule,

@@ -119,3 +119,12 @@ def test_a_run_that_fails_while_training_keeps_a_checkpoint_to_resume_from(tmp_p
     (ckpt,) = list((tmp_path / "run").rglob("last.ckpt"))
     assert torch.load(ckpt, map_location="cpu", weights_only=False)["global_step"] == 3
     assert "saved" in proc.stderr and "resume with --ckpt_path last" in proc.stderr
+
+
+def test_missing_and_empty_videos_are_listed(tmp_path):
+    from hydra_dense.data.preflight import file_problems
+
+    (tmp_path / "empty.mp4").write_bytes(b"")
+    (tmp_path / "ok.mp4").write_bytes(b"\x00" * 16)
+    problems = file_problems([tmp_path / "ok.mp4", tmp_path / "empty.mp4", tmp_path / "gone.mp4"], "video")
+    assert problems == [f"video {tmp_path}/empty.mp4 is empty (0 bytes)", f"video {tmp_path}/gone.mp4 does not exist"]

@@ -31,6 +31,8 @@ import sys
 from pathlib import Path
 from typing import Optional
 
+from .progress import JobProgress
+
 __all__ = ["main", "run_comparison", "parse_args", "DEMO_CONFIG"]
 
 DEMO_CONFIG = "configs/segmentation/demo_digits.yaml"
@@ -70,16 +72,20 @@ def _train_in_subprocess(req: dict, run_dir: Path) -> dict:
     return json.loads((run_dir / "result.json").read_text())
 
 
-def _run_or_reuse(req: dict, run_dir: Path, config: Path, rerun: bool) -> dict:
+def _run_or_reuse(req: dict, run_dir: Path, config: Path, rerun: bool, progress: JobProgress) -> dict:
     req["key"] = _run_key(req, config)
     done = run_dir / "result.json"
+    progress.start(req["recipe"], req["seed"])
     if done.is_file() and not rerun:
         result = json.loads(done.read_text())
         if result.get("key") == req["key"] and (not req["save_weights"] or Path(result.get("weights", "")).is_file()):
             print(f"[compare] {req['recipe']} seed {req['seed']}: reusing {done}", flush=True)
-            return _add_eval_sizes(req, run_dir, result)
-    print(f"\n=== [{req['recipe']}] seed {req['seed']}: training ===", flush=True)
-    return _train_in_subprocess(req, run_dir)
+            result = _add_eval_sizes(req, run_dir, result)
+            progress.finish(req["recipe"], req["seed"], result, reused=True)
+            return result
+    result = _train_in_subprocess(req, run_dir)
+    progress.finish(req["recipe"], req["seed"], result, reused=False)
+    return result
 
 
 def _add_eval_sizes(req: dict, run_dir: Path, result: dict) -> dict:
@@ -158,6 +164,7 @@ def run_comparison(args: argparse.Namespace, overrides: list[str]) -> list[dict]
 
     # every msa seed's weights are kept when later recipes start from them
     keep_all = any(r.from_msa_run for r in recipes)
+    progress = JobProgress(len(recipes) * len(seeds))
     eval_sizes = [int(s) for s in str(args.eval_sizes).split(",") if s.strip()] if args.eval_sizes else []
 
     def train_seeds(recipe, starts: Optional[list[tuple[str, Optional[str]]]] = None) -> list[dict]:
@@ -172,7 +179,8 @@ def run_comparison(args: argparse.Namespace, overrides: list[str]) -> list[dict]
                        save_weights=i == 0 or bool(eval_sizes) or (keep_all and recipe is recipes[0]))
             if head_from:
                 req["head_from"] = head_from
-            runs.append(_run_or_reuse(req, out / recipe.name / f"seed{seed}", config, args.rerun))
+            runs.append(_run_or_reuse(req, out / recipe.name / f"seed{seed}", config, args.rerun, progress))
+        progress.recipe_done(recipe.name, runs)
         return runs
 
     # recipes trained from the given weights first: a converted recipe may convert one of them (msa)
@@ -303,6 +311,9 @@ def parse_args(argv: Optional[list[str]] = None) -> tuple[argparse.Namespace, li
 
 
 def main(argv: Optional[list[str]] = None) -> int:
+    from ..runtime.progress import silence_known_noise
+
+    silence_known_noise()
     args, overrides = parse_args(argv)
     if args.list_plans:
         from .recipes import recipe_names

@@ -132,7 +132,10 @@ def converted_checkpoint(backbone_cfg: dict, plan: dict, source: str, convert_co
     cmd = [sys.executable, str(repo_root() / "tools" / "convert.py"), "--config", str(conv_cfg),
            f"--model.init_args.backbone={backbone_yaml}", f"--model.init_args.source={source}",
            f"--model.init_args.output={ckpt}", f"--trainer.max_steps={steps}",
-           f"--trainer.default_root_dir={folder / 'run'}", "--ckpt_path=last", *extra]
+           f"--trainer.default_root_dir={folder / 'run'}", "--ckpt_path=last", *extra,
+           "--trainer.enable_progress_bar=false", "--trainer.enable_model_summary=false",
+           '--trainer.callbacks+={"class_path": "hydra_dense.runtime.progress.StepProgress", '
+           '"init_args": {"label": "conversion", "every": 50}}']
     print(f"\n=== converting {source} -> {plan} ({steps} steps; cached in {folder}) ===", flush=True)
     t0 = time.time()
     proc = subprocess.run(cmd, cwd=repo_root(), env=dict(os.environ, PYTHONPATH=str(repo_root())))

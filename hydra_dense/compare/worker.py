@@ -106,14 +106,17 @@ def run_one(req: dict, run_dir: Path) -> dict:
 
     from ..bench.flops import count_flops
     from ..bench.throughput import TrainClock
+    from ..runtime.progress import StepProgress
     from .inputs import build_run
 
-    cli, model, dm, trainer = build_run(Path(req["config"]), request_overrides(req), run_dir,
+    # one line every 50 steps in the job's log instead of a progress bar (an endless line in a file)
+    quiet = ["--trainer.enable_progress_bar=false", "--trainer.enable_model_summary=false"]
+    cli, model, dm, trainer = build_run(Path(req["config"]), request_overrides(req) + quiet, run_dir,
                                         req.get("plan_name"), weights=req.get("converted"), strict_weights=True)
     if req.get("head_from"):  # converted from a trained task model: its head fits the converted features
         load_task_head(model, req["head_from"])
     clock = TrainClock()
-    trainer.callbacks.append(clock)
+    trainer.callbacks += [clock, StepProgress(f"{req['recipe']} seed {req['seed']}")]
     _reset_peak_rss()
     rss0 = _status_mb("VmRSS")
     t0 = time.time()
