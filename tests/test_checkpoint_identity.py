@@ -95,3 +95,14 @@ def test_a_bad_backbone_file_is_named_with_its_key_and_allowed_values(tmp_path, 
         assert proc.returncode != 0
         assert re.search(f"{re.escape(str(backbone))}: {message}", proc.stderr), proc.stderr[-1500:]
         assert "Config file loop detected" not in proc.stderr
+
+
+def test_export_checks_the_plan_too(seg_run, tmp_path):
+    from hydra_dense.deploy.__main__ import build_task
+    from hydra_dense.runtime import CheckpointMismatchError
+
+    config, ckpt = seg_run
+    with pytest.raises(CheckpointMismatchError, match=r"attention plan \[hydra x2\], the config's backbone runs "
+                                                      r"\[msa x2\]"):
+        build_task(str(with_plan(config, "msa", tmp_path)), str(ckpt), [])
+    assert build_task(str(config), str(ckpt), []) is not None
