@@ -14,6 +14,7 @@ from ..heads.detection import PaddedPyramidBackbone, build_detector
 from .coco_results import detections_to_coco, gather_results, write_coco_results
 from .map_sync import gather_map_states
 from .names import check_class_count, class_names
+from .distill import FeatureDistillation
 from .file_predictions import FilePredictions
 from .optim import make_optimizer
 
@@ -26,7 +27,7 @@ _LOGGED = {"map": "mAP", "map_50": "mAP_50", "map_75": "mAP_75", "map_small": "m
            "map_large": "mAP_l", "mar_100": "mAR_100"}
 
 
-class DetectionTask(FilePredictions):
+class DetectionTask(FeatureDistillation, FilePredictions):
     """A ViT backbone, ViTDet's simple feature pyramid and a torchvision detector.
 
     Args:
@@ -49,6 +50,8 @@ class DetectionTask(FilePredictions):
         write_predictions: write each evaluation's detections as a COCO results json in the log dir.
         num_overlays: validation images drawn with their detections (PNG) per evaluation.
         class_names: names for the per-class AP table (else the data module's).
+        distill: ``{teacher: <MSA weights or a run's weights>, weight: 1.0, plan: msa}``: the frozen
+            teacher's backbone features as an extra training loss (:mod:`~hydra_dense.tasks.distill`).
     """
 
     def __init__(
@@ -80,6 +83,7 @@ class DetectionTask(FilePredictions):
         write_predictions: bool = True,
         num_overlays: int = 2,
         class_names: Optional[list[str]] = None,
+        distill: Optional[dict] = None,
     ) -> None:
         super().__init__()
         self.save_hyperparameters(ignore=["backbone"])
@@ -87,6 +91,7 @@ class DetectionTask(FilePredictions):
         self.detector = build_detector(detector, pyramid_backbone, num_classes, anchor_sizes, aspect_ratios,
                                        min_size, max_size, image_mean, image_std, resize_train, resize_eval,
                                        detections_per_img, score_thresh, box_batch_size_per_image)
+        self.setup_distillation(distill)
         self.with_masks = detector == "mask_rcnn"
         iou_type = ("bbox", "segm") if self.with_masks else "bbox"
         # synchronised by gather_map_states (uneven image counts per rank), not by torchmetrics
@@ -134,7 +139,8 @@ class DetectionTask(FilePredictions):
         for k, v in losses.items():
             self.log(f"train_{k}", v, batch_size=bs)
         self.log("train_loss", loss, prog_bar=True, batch_size=bs)
-        return loss
+        distill = self.distillation_loss()
+        return loss if distill is None else loss + distill
 
     def _metric_target(self, t: dict) -> dict:
         out = dict(boxes=t["boxes"], labels=t["labels"], iscrowd=t["iscrowd"].long())

@@ -14,6 +14,7 @@ from torchmetrics.classification import MulticlassAccuracy, MulticlassConfusionM
 from ..backbones.pyramid import MultiLevelRescale
 from ..heads.segmentation import FCNAuxHead, build_decode_head
 from .names import check_class_count, class_names
+from .distill import FeatureDistillation
 from .file_predictions import FilePredictions
 from .optim import make_optimizer
 
@@ -29,7 +30,7 @@ def iou_from_confusion(conf: torch.Tensor) -> torch.Tensor:
     return torch.where(denom > 0, tp / denom.clamp_min(1), torch.full_like(tp, float("nan")))
 
 
-class SegmentationTask(FilePredictions):
+class SegmentationTask(FeatureDistillation, FilePredictions):
     """Backbone -> (multi-level rescale) -> decode head -> logits ``(B, K, H, W)``.
 
     Args:
@@ -45,6 +46,8 @@ class SegmentationTask(FilePredictions):
             lr decay, linear warm-up then ``poly`` / ``cosine`` / ``step``; total steps from the trainer.
         num_overlays: validation images saved (and logged) as PNG overlays every validation.
         class_names: for the per-class IoU table (else taken from the data module).
+        distill: ``{teacher: <MSA weights or a run's weights>, weight: 1.0, plan: msa}``: the frozen
+            teacher's backbone features as an extra training loss (:mod:`~hydra_dense.tasks.distill`).
     """
 
     def __init__(
@@ -67,10 +70,12 @@ class SegmentationTask(FilePredictions):
         schedule: Literal["poly", "cosine", "step", "constant"] = "poly",
         num_overlays: int = 4,
         class_names: Optional[list[str]] = None,
+        distill: Optional[dict] = None,
     ) -> None:
         super().__init__()
         self.save_hyperparameters(ignore=["backbone"])
         self.backbone = backbone
+        self.setup_distillation(distill)
         n_levels = len(getattr(backbone, "out_indices", [0]))
         dim = backbone.out_channels
         if decode_head == "uper":
@@ -141,7 +146,8 @@ class SegmentationTask(FilePredictions):
             aux_loss = F.cross_entropy(aux, masks, ignore_index=self.hparams.ignore_index)
             self.log("train_aux_loss", aux_loss, batch_size=images.shape[0])
             loss = loss + self.hparams.aux_weight * aux_loss
-        return loss
+        distill = self.distillation_loss()
+        return loss if distill is None else loss + distill
 
     def _eval_step(self, batch, metrics: MetricCollection, batch_idx: int, save_overlays: bool) -> None:
         if batch is None:

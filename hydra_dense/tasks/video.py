@@ -12,6 +12,7 @@ from torchmetrics.classification import MulticlassAccuracy
 from torchvision import tv_tensors
 from torchvision.transforms import v2
 
+from .distill import FeatureDistillation
 from .file_predictions import FilePredictions
 from .names import check_class_count, class_names
 from .optim import make_optimizer
@@ -19,7 +20,7 @@ from .optim import make_optimizer
 __all__ = ["VideoClassificationTask"]
 
 
-class VideoClassificationTask(FilePredictions):
+class VideoClassificationTask(FeatureDistillation, FilePredictions):
     """``VideoViT`` -> pooled features -> dropout -> linear head; top-1 / top-5 from torchmetrics.
 
     Args:
@@ -29,6 +30,8 @@ class VideoClassificationTask(FilePredictions):
             is drawn per batch). head_dropout: dropout before the head.
         lr, weight_decay, layer_decay, head_lr_mult, warmup_steps, schedule: AdamW with
             layer-wise lr decay, warm-up then cosine (VideoMAE's fine-tuning recipe).
+        distill: ``{teacher: <MSA weights or a run's weights>, weight: 1.0, plan: msa}``: the frozen
+            teacher's backbone features as an extra training loss (:mod:`~hydra_dense.tasks.distill`).
 
     Test batches may hold several views per video ``(B, V, C, T, H, W)`` (clips x crops): their
     softmax scores are averaged per video before the metrics.
@@ -48,10 +51,12 @@ class VideoClassificationTask(FilePredictions):
         head_lr_mult: float = 1.0,
         warmup_steps: int = 500,
         schedule: Literal["cosine", "poly", "step", "constant"] = "cosine",
+        distill: Optional[dict] = None,
     ) -> None:
         super().__init__()
         self.save_hyperparameters(ignore=["backbone"])
         self.backbone = backbone
+        self.setup_distillation(distill)
         self.fc_norm = nn.LayerNorm(backbone.embed_dim)
         self.head = nn.Sequential(nn.Dropout(head_dropout), nn.Linear(backbone.embed_dim, num_classes))
         nn.init.trunc_normal_(self.head[1].weight, std=0.02)
@@ -85,7 +90,8 @@ class VideoClassificationTask(FilePredictions):
         clips, soft = self._mix(clips, target)
         loss = F.cross_entropy(self(clips), soft, label_smoothing=self.hparams.label_smoothing)
         self.log("train_loss", loss, prog_bar=True, batch_size=clips.shape[0])
-        return loss
+        distill = self.distillation_loss()
+        return loss if distill is None else loss + distill
 
     def _scores(self, clips: torch.Tensor) -> torch.Tensor:
         if clips.dim() == 6:  # (B, V, C, T, H, W): average the views' softmax per video
