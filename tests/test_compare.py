@@ -506,3 +506,39 @@ def test_the_job_says_how_far_it_is_and_none_of_the_known_noise(tmp_path, capfd)
     for noise in ("args parameter is intended", "Tip: For seamless", "exists and is not empty", "LeafSpec",
                   "Total Flops"):
         assert noise not in out, noise
+
+
+def test_distilled_recipe_fine_tunes_the_conversion_with_the_msa_weights_as_teacher(tmp_path, monkeypatch):
+    import torch
+
+    from hydra_dense.backbones import ViT
+
+    monkeypatch.setenv("HYDRA_DENSE_CACHE", str(tmp_path / "cache"))
+    source = tmp_path / "msa.pth"
+    torch.manual_seed(0)
+    torch.save(ViT(None, embed_dim=32, depth=2, num_heads=2, patch_size=4, img_size=32).state_dict(), source)
+    cfg = tmp_path / "cfg.yaml"
+    cfg.write_text(yaml.safe_dump(_seg_config(tmp_path, steps=2)))
+    images = tmp_path / "images"
+    from tests.test_convert import make_images
+
+    make_images(images, n=8)
+    conv = tmp_path / "convert.yaml"
+    conv.write_text(yaml.safe_dump({
+        "trainer": {"accelerator": "cpu", "enable_progress_bar": False, "num_sanity_val_steps": 0,
+                    "val_check_interval": 2, "check_val_every_n_epoch": None},
+        "model": {"class_path": "hydra_dense.convert.ConversionTask", "init_args": {
+            "backbone": {"class_path": "hydra_dense.backbones.ViT", "init_args": {"size": "tiny"}}}},
+        "data": {"class_path": "hydra_dense.data.UnlabeledImageDataModule", "init_args": {
+            "root": str(images), "val_every": 4, "crop_size": 32, "batch_size": 4, "num_workers": 0}}}))
+    out = tmp_path / "out"
+    assert compare_main(["--config", str(cfg), "--pretrained", str(source), "--plans", "msa,hydra+dwc3@distilled",
+                         "--convert-config", str(conv), "--convert-steps", "2", "--speed-size", "0",
+                         "--speed-repeats", "2", "--out", str(out)]) == 0
+    req = json.loads((out / "hydra+dwc3@distilled" / "seed0" / "request.json").read_text())
+    assert f'--model.init_args.distill={{"teacher": "{source}"}}' in req["overrides"] and req["converted"]
+    metrics = next((out / "hydra+dwc3@distilled" / "seed0").rglob("metrics.csv")).read_text()
+    assert "train_distill" in metrics.splitlines()[0]
+    with pytest.raises(ValueError, match="@distilled needs pretrained MSA image weights"):
+        compare_main(["--config", str(cfg), "--pretrained", "none", "--plans", "msa,hydra@distilled", "--out",
+                      str(tmp_path / "none")])

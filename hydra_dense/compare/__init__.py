@@ -10,7 +10,8 @@ way, over several seeds, side by side.
 Every recipe gets the same config, data and schedule; only the backbone's attention plan changes
 (``--plans``; ``+dwc3`` adds local mixing, ``@converted`` converts the MSA weights first: the
 pretrained ones, or for a task trained from scratch the comparison's own ``msa`` run; ``@aligned``
-adds whole-network alignment to the MSA features after that conversion;
+adds whole-network alignment to the MSA features after that conversion; ``@distilled`` fine-tunes
+that conversion with the MSA weights' backbone features as an extra loss;
 ``@from_msa`` converts the comparison's fine-tuned ``msa`` run of each seed and fine-tunes again,
 ``msa@continued`` fine-tunes that run again without conversion; ``+mean`` averages Hydra's ``kv``
 over tokens; ``--eval-sizes 224,448`` validates every run again at those sizes) or the backbone file
@@ -161,6 +162,9 @@ def run_comparison(args: argparse.Namespace, overrides: list[str]) -> list[dict]
     converting = any(r.converted for r in recipes)
     if converting and start is None:
         _check_conversion_teacher(recipes, config)
+    if any(r.start == "distilled" for r in recipes) and start is None:
+        raise ValueError(f"--plans: @distilled needs pretrained MSA image weights to teach with; {config} has none "
+                         "(use @converted, or --pretrained <weights>)")
 
     # every msa seed's weights are kept when later recipes start from them
     keep_all = any(r.from_msa_run for r in recipes)
@@ -172,8 +176,11 @@ def run_comparison(args: argparse.Namespace, overrides: list[str]) -> list[dict]
         runs = []
         for i, seed in enumerate(seeds):
             converted, head_from = starts[i] if starts else (None, None)
+            # @distilled: the MSA weights the recipe was converted from teach during the fine-tune
+            distill = ([f'--model.init_args.distill={{"teacher": "{start}"}}']
+                       if recipe.start == "distilled" else [])
             req = dict(recipe=recipe.name, plan_name=recipe.plan_name, backbone_yaml=recipe.backbone_yaml, seed=seed,
-                       config=str(config.resolve()), overrides=list(overrides), pretrained=weights,
+                       config=str(config.resolve()), overrides=list(overrides) + distill, pretrained=weights,
                        converted=converted, max_steps=args.max_steps, eval_sizes=eval_sizes,
                        # every seed's weights when other sizes may be evaluated later, or a recipe starts from them
                        save_weights=i == 0 or bool(eval_sizes) or (keep_all and recipe is recipes[0]))

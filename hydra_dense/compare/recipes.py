@@ -4,6 +4,9 @@
     hydra+dwc3 | hybrid8+dwc5 ...                            + local mixing in the Hydra blocks
     hydra+dwc3@converted                                     the backbone converted from the MSA
                                                              weights first (hydra_dense.convert)
+    hydra+mean+dwc7@distilled                                converted, then fine-tuned with the MSA
+                                                             weights' backbone features as an extra
+                                                             loss (tasks.distill)
     hydra+mean+dwc7@aligned                                  that conversion, then the whole network
                                                              aligned to the MSA teacher's features
                                                              (stage 2, natural images and the task's
@@ -23,22 +26,24 @@ from typing import Literal, Optional
 
 from ..attention import AttentionPlan
 
-__all__ = ["Recipe", "parse_recipes", "recipe_names", "CONVERTED", "ALIGNED", "FROM_MSA", "CONTINUED"]
+__all__ = ["Recipe", "parse_recipes", "recipe_names", "CONVERTED", "ALIGNED", "DISTILLED", "FROM_MSA", "CONTINUED"]
 
 CONVERTED = "@converted"
 ALIGNED = "@aligned"
+DISTILLED = "@distilled"
 FROM_MSA = "@from_msa"
 CONTINUED = "@continued"
-Start = Literal["given", "converted", "aligned", "from_msa", "continued"]
-_SUFFIXES: dict[str, Start] = {CONVERTED: "converted", ALIGNED: "aligned", FROM_MSA: "from_msa",
-                               CONTINUED: "continued"}
+Start = Literal["given", "converted", "aligned", "distilled", "from_msa", "continued"]
+_SUFFIXES: dict[str, Start] = {CONVERTED: "converted", ALIGNED: "aligned", DISTILLED: "distilled",
+                               FROM_MSA: "from_msa", CONTINUED: "continued"}
 
 
 @dataclass(frozen=True)
 class Recipe:
     """One row of the comparison: ``name`` as given, its plan name (or a backbone YAML), and where its
     weights start: ``given`` (the pretrained weights, or scratch), ``converted`` (those weights
-    converted first), ``aligned`` (converted, then the whole network aligned), ``from_msa`` (the comparison's msa run of the same seed converted, head kept) or
+    converted first), ``aligned`` (converted, then the whole network aligned), ``distilled``
+    (converted, then fine-tuned with the MSA weights' features as an extra loss), ``from_msa`` (the comparison's msa run of the same seed converted, head kept) or
     ``continued`` (that msa run itself, trained once more)."""
 
     name: str
@@ -48,8 +53,9 @@ class Recipe:
 
     @property
     def converted(self) -> bool:
-        """Converted from the MSA weights before the task (``@converted``, and ``@aligned`` after it)."""
-        return self.start in ("converted", "aligned")
+        """Converted from the MSA weights before the task (``@converted``; ``@aligned`` and
+        ``@distilled`` start from that conversion too)."""
+        return self.start in ("converted", "aligned", "distilled")
 
     @property
     def aligned(self) -> bool:
@@ -82,7 +88,7 @@ def parse_recipes(plans: Optional[str], backbones: Optional[str] = None, depth: 
             if name.endswith(suffix):
                 base, start = name[: -len(suffix)], kind
         plan = AttentionPlan.from_name(base, depth)  # raises naming the bad plan
-        if start in ("converted", "aligned", "from_msa") and not any(k != "msa" for k in plan.resolve(depth)):
+        if start in ("converted", "aligned", "distilled", "from_msa") and not any(k != "msa" for k in plan.resolve(depth)):
             raise ValueError(f"--plans: {name!r}: conversion needs a plan with non-MSA blocks")
         if start == "continued" and base != "msa":
             raise ValueError(f"--plans: {name!r}: only msa@continued exists (the msa run trained once more)")
@@ -102,4 +108,5 @@ def recipe_names(depth: int = 12) -> list[str]:
     names = AttentionPlan.names(depth)
     convertible = [n for n in names if n not in ("msa", "none", "vitdet_msa")]
     return (names + [n + CONVERTED for n in convertible] + [n + ALIGNED for n in convertible]
+            + [n + DISTILLED for n in convertible]
             + [n + FROM_MSA for n in convertible] + ["msa" + CONTINUED])
