@@ -43,17 +43,22 @@ def remove_stale_temporaries(root: str | Path) -> int:
     return len(stale)
 
 
-def read_saved_settings(path: str) -> dict:
-    """The task settings a Lightning checkpoint saved (``hyper_parameters``); raises naming the file
-    when it is missing or unreadable (e.g. truncated)."""
+def _load(path: str | Path, weights_only: bool) -> object:
+    """A checkpoint file's contents; errors naming the file when it is missing or unreadable."""
     p = Path(path)
     if not p.is_file():
         raise FileNotFoundError(f"--ckpt_path: checkpoint {p} does not exist")
     try:
-        ckpt = torch.load(p, map_location="cpu", weights_only=True, mmap=True)
+        return torch.load(p, map_location="cpu", weights_only=weights_only, mmap=True)
     except Exception as err:  # noqa: BLE001 - any failure here means an unreadable file
         raise CheckpointMismatchError(f"--ckpt_path: {p} is not a readable checkpoint (truncated or not written by "
                                       f"torch.save? {type(err).__name__}: {str(err).splitlines()[0]})") from err
+
+
+def read_saved_settings(path: str) -> dict:
+    """The task settings a Lightning checkpoint saved (``hyper_parameters``); raises naming the file
+    when it is missing or unreadable (e.g. truncated)."""
+    ckpt = _load(path, weights_only=True)
     return dict(ckpt.get("hyper_parameters") or {}) if isinstance(ckpt, dict) else {}
 
 
@@ -67,13 +72,7 @@ def check_checkpoint_matches(model: nn.Module, path: str | Path) -> None:
     """Raise :class:`CheckpointMismatchError` (or ``FileNotFoundError``) naming the file and the
     first mismatching parameters, when ``path`` cannot be loaded into ``model``."""
     path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"--ckpt_path: checkpoint {path} does not exist")
-    try:
-        ckpt = torch.load(path, map_location="cpu", weights_only=False, mmap=True)
-    except Exception as err:  # noqa: BLE001 - any failure here means an unreadable file
-        raise CheckpointMismatchError(f"--ckpt_path: {path} is not a readable checkpoint "
-                                      f"({type(err).__name__}: {err})") from err
+    ckpt = _load(path, weights_only=False)
     state = ckpt.get("state_dict") if isinstance(ckpt, dict) else None
     if state is None:
         raise CheckpointMismatchError(f"--ckpt_path: {path} is not a Lightning checkpoint (no 'state_dict'); "
