@@ -5,7 +5,6 @@ is decoded), so the check stays cheap for ADE20K's 20k images; every problem is 
 from __future__ import annotations
 
 import logging
-import time
 from pathlib import Path
 from typing import Iterable, Optional, Sequence
 
