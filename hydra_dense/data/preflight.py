@@ -19,6 +19,7 @@ __all__ = ["image_header", "pair_problems", "sized_image_problems", "file_proble
 IMAGE_MODES = {"1", "L", "LA", "P", "PA", "RGB", "RGBA", "RGBX", "CMYK", "YCbCr", "I;16", "I;16L", "I;16B", "I"}
 MASK_MODES = {"1", "L", "P", "I", "I;16", "I;16L", "I;16B"}
 _EXIF_ORIENTATION = 0x0112
+_EXIF_IN_HEADER = ("JPEG", "MPO", "TIFF", "WEBP")
 
 
 class DataFilesError(ValueError):
@@ -30,7 +31,9 @@ def image_header(path: Path) -> tuple[int, int, str]:
     turns it (EXIF orientations 5-8 swap the sides); raises ``OSError`` / ``ValueError`` when unreadable."""
     with Image.open(path) as im:
         w, h = im.size
-        if im.getexif().get(_EXIF_ORIENTATION, 1) in (5, 6, 7, 8):
+        # EXIF sits in the header of these formats; a PNG's may follow the pixels, and asking for it
+        # decodes the whole file (label maps are PNGs): 20x slower for nothing a camera wrote
+        if im.format in _EXIF_IN_HEADER and im.getexif().get(_EXIF_ORIENTATION, 1) in (5, 6, 7, 8):
             w, h = h, w
         return w, h, im.mode
 
