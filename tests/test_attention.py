@@ -200,13 +200,22 @@ def test_window_attention_equals_msa_inside_each_window():
     torch.testing.assert_close(big(x[:, 1:], TokenLayout((4, 6), 0)), msa(x[:, 1:]))
 
 
-def test_window_attention_rel_pos_changes_output():
-    win = WindowMSAttention(16, num_heads=2, window_size=3, rel_pos=True)
-    x = torch.randn(2, 25, 16)
-    base = win(x, TokenLayout((5, 5), 0))
+def test_window_attention_rel_pos_equals_timm_sam_attention_in_each_window():
+    from timm.models.vision_transformer_sam import Attention as SamAttention
+
+    torch.manual_seed(0)
+    win = WindowMSAttention(16, num_heads=2, window_size=3, rel_pos=True).double()
     with torch.no_grad():
         win.rel_pos_h.normal_()
-    assert (win(x, TokenLayout((5, 5), 0)) - base).abs().max() > 1e-3
+        win.rel_pos_w.normal_()
+    sam = SamAttention(16, num_heads=2, use_rel_pos=True, input_size=(3, 3)).double()
+    sam.load_state_dict(win.state_dict())
+    x = torch.randn(2, 6 * 6, 16, dtype=torch.float64)
+    out = win(x, TokenLayout((6, 6), 0)).reshape(2, 6, 6, 16)
+    grid = x.reshape(2, 6, 6, 16)
+    for i in range(0, 6, 3):
+        for j in range(0, 6, 3):
+            torch.testing.assert_close(out[:, i:i + 3, j:j + 3], sam(grid[:, i:i + 3, j:j + 3]))
 
 
 def test_plan_resolution():

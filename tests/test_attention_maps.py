@@ -8,7 +8,7 @@ import torch
 from PIL import Image
 
 from hydra_dense.attention import hydra_attention
-from hydra_dense.attention_maps import attention_maps, hydra_token_contributions
+from hydra_dense.attention.maps import attention_maps, hydra_token_contributions
 from hydra_dense.backbones import ViT
 
 

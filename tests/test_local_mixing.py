@@ -9,7 +9,7 @@ from jsonargparse import ArgumentParser
 from hydra_dense.attention import AttentionPlan, HydraAttention, TokenLayout, build_attention
 from hydra_dense.backbones import ViT, VideoViT, load_pretrained
 from hydra_dense.backbones.checkpoint import CheckpointError
-from hydra_dense.local_mixing import LocalMixing, parse_local
+from hydra_dense.attention.local_mixing import LocalMixing, parse_local
 
 
 def randomise(module, std=0.3, seed=0):

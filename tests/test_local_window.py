@@ -7,7 +7,7 @@ import torch
 
 from hydra_dense.attention import AttentionPlan, TokenLayout, build_attention, hydra_attention
 from hydra_dense.backbones import ViT, VideoViT, load_pretrained
-from hydra_dense.local_window import WindowSoftmaxBranch
+from hydra_dense.attention.local_window import WindowSoftmaxBranch
 
 from .test_local_mixing import assert_padding_invariant
 

@@ -15,7 +15,7 @@
         --hydra runs/compare/hydra/lightning_logs/version_0/checkpoints/last.ckpt --out attention.png
 
 Hydra map: each token's share of the query's attention output, <phi(q_i)*phi(k_t)*v_t, out_i> / ||out_i||²
-(sums to 1 like a softmax row; see hydra_dense/attention_maps.py). MSA map: softmax weights of
+(sums to 1 like a softmax row; see hydra_dense/attention/maps.py). MSA map: softmax weights of
 the query row averaged over heads. Without checkpoints, both models start from the converted
 DINOv2 ViT-S/14 weights (when available), run as MSA and as all-Hydra.
 """
@@ -73,7 +73,7 @@ def cmd_attention(args) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from hydra_dense.attention_maps import attention_maps
+    from hydra_dense.attention.maps import attention_maps
 
     arr, x = load_image(args.image, args.size)
     msa = backbone_from(args.msa, "msa")

@@ -1,6 +1,8 @@
 """Hydra attention, softmax multi-head attention and the per-block attention plan.
 
-``ops`` holds the functional ops, ``modules`` the attention modules, ``plan`` the plan.
+``ops`` holds the functional ops, ``modules`` the attention modules, ``plan`` the plan,
+``layout`` the token layout they all read, ``local_mixing`` / ``local_window`` the local branches,
+``windows`` the window partition, ``maps`` per-block attention maps for inspection.
 
 Hydra attention (Bolya et al., 2022, arXiv 2209.07484) is multi-head linear attention with as
 many heads as features and a cosine kernel. With ``q, k, v`` of shape ``(B, T, D)``::
@@ -16,7 +18,8 @@ own the same parameters (``qkv``, ``proj`` and, if enabled, ``q_norm`` / ``k_nor
 state dict initialises any of them: an MSA-pretrained ViT initialises a Hydra or hybrid one.
 """
 from .modules import (ATTENTION_KINDS, AttentionKind, GlobalLinearAttention, HydraAttention, LinearAttention,
-                      MSAttention, NoMixAttention, PlannedAttention, TokenLayout, WindowMSAttention, build_attention)
+                      MSAttention, NoMixAttention, PlannedAttention, WindowMSAttention, build_attention)
+from .layout import TokenLayout
 from .ops import FUSED_MIN_NUMEL, HYDRA_EPS, KernelName, hydra_attention, hydra_attention_eager, linear_attention
 from .plan import LOCAL_KINDS, LOCAL_NAMES, PLAN_NAMES, AttentionPlan
 

@@ -7,7 +7,6 @@ layout)`` takes ``(B, N, D)`` tokens and the :class:`TokenLayout` (grid, prefix 
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Literal, Optional, get_args
 
 import torch
@@ -16,8 +15,10 @@ from torch import nn
 from timm.layers import Attention as TimmAttention
 from timm.models.vision_transformer_sam import get_decomposed_rel_pos_bias
 
-from ..local_mixing import LocalMixing, parse_local
-from ..local_window import WindowSoftmaxBranch
+from .layout import TokenLayout
+from .local_mixing import LocalMixing, parse_local
+from .local_window import WindowSoftmaxBranch
+from .windows import keep_one_key, partition, unpartition, window_grid, window_key_mask
 from .ops import KernelName, _kernel, aft_simple, hydra_attention, linear_attention, poly_nl
 
 __all__ = ["TokenLayout", "PlannedAttention", "MSAttention", "GlobalLinearAttention", "HydraAttention",
@@ -26,21 +27,6 @@ __all__ = ["TokenLayout", "PlannedAttention", "MSAttention", "GlobalLinearAttent
 
 AttentionKind = Literal["msa", "hydra", "window", "none", "linear", "aft", "polynl"]
 ATTENTION_KINDS: tuple[str, ...] = get_args(AttentionKind)
-
-
-@dataclass
-class TokenLayout:
-    """How a token sequence ``(B, N, D)`` maps onto the input.
-
-    Attributes:
-        grid: spatial (or space-time) size of the patch grid, e.g. ``(h, w)`` or ``(t, h, w)``.
-        num_prefix_tokens: cls / register tokens in front of the grid tokens.
-        key_padding_mask: optional bool ``(B, N)``, True for tokens made only of padding.
-    """
-
-    grid: tuple[int, ...]
-    num_prefix_tokens: int = 0
-    key_padding_mask: Optional[torch.Tensor] = None
 
 
 class PlannedAttention(TimmAttention):
@@ -112,11 +98,11 @@ class MSAttention(PlannedAttention):
 class GlobalLinearAttention(PlannedAttention):
     """Base of the global linear attentions (Hydra, multi-head linear): an optional local branch.
 
-    ``local`` names a :mod:`~hydra_dense.local_mixing` variant (``"dwc3"``, ``"win4"``, ``"win4+dwc7"``
+    ``local`` names a :mod:`~hydra_dense.attention.local_mixing` variant (``"dwc3"``, ``"win4"``, ``"win4+dwc7"``
     ...) over the token grid (``local_dims`` = 2 for images, 3 for video, 1 for a temporal axis),
     added to the global output before ``proj``: a zero-initialised depthwise convolution (parameters
     ``local.conv.*``) and / or gated window softmax with the block's own heads (``local_window.gate``,
-    :mod:`~hydra_dense.local_window`; ``local_shifted``: this block's windows are the shifted ones of a
+    :mod:`~hydra_dense.attention.local_window`; ``local_shifted``: this block's windows are the shifted ones of a
     ``win<W>_shift`` plan). ``token_mean``: the global term divided by the number of valid tokens,
     i.e. ``kv`` averaged over tokens instead of summed, so that its scale does not grow with the
     token count (Hydra and linear attention; the plan passes it to those kinds only).
@@ -296,37 +282,24 @@ class WindowMSAttention(PlannedAttention):
             raise ValueError(f"WindowMSAttention: {N} tokens do not match prefix {P} + grid {h}x{w}")
         ws = self.window_size
         q, k, v = self._heads(x)  # (B, H, N, d)
-        Hh, d = self.num_heads, self.head_dim
         out_prefix = v[:, :, :P]  # softmax over a single key (itself) returns its own value
-
-        ph, pw = (-h) % ws, (-w) % ws
-        nh, nw = (h + ph) // ws, (w + pw) // ws
-        valid = torch.ones(B, h, w, dtype=torch.bool, device=x.device)
-        if layout.key_padding_mask is not None:
-            valid = ~layout.key_padding_mask[:, P:].reshape(B, h, w)
-
-        def windows(t: torch.Tensor) -> torch.Tensor:  # (B, H, h*w, d) -> (B*nW, H, ws*ws, d)
-            t = t.reshape(B, Hh, h, w, d)
-            t = F.pad(t, (0, 0, 0, pw, 0, ph))
-            t = t.reshape(B, Hh, nh, ws, nw, ws, d).permute(0, 2, 4, 1, 3, 5, 6)
-            return t.reshape(B * nh * nw, Hh, ws * ws, d)
-
-        qw, kw, vw = windows(q[:, :, P:]), windows(k[:, :, P:]), windows(v[:, :, P:])
-        vm = F.pad(valid, (0, pw, 0, ph), value=False)
-        vm = vm.reshape(B, nh, ws, nw, ws).permute(0, 1, 3, 2, 4).reshape(B * nh * nw, 1, 1, ws * ws)
-        # a window made only of padding would give NaN rows: let its keys all be "valid"
-        vm = vm | ~vm.any(dim=-1, keepdim=True)
-        bias = torch.zeros(vm.shape, dtype=qw.dtype, device=x.device).masked_fill(~vm, float("-inf"))
+        cut = window_grid(B, (h, w), ws)
+        qw, kw, vw = (partition(t[:, :, P:], cut) for t in (q, k, v))  # (B * windows, H, ws * ws, d)
+        pad = layout.key_padding_mask
+        keys = window_key_mask(cut, None if pad is None else pad[:, P:], x.device)
+        bias = None
+        if keys is not None:
+            bias = torch.zeros(keys.shape, dtype=qw.dtype, device=x.device).masked_fill(~keep_one_key(keys),
+                                                                                        float("-inf"))
         if self.use_rel_pos:
             # detectron2 adds the decomposed bias, computed from the unscaled q, to q·k*scale
-            rel = get_decomposed_rel_pos_bias(qw.reshape(-1, ws * ws, d), self.rel_pos_h, self.rel_pos_w,
-                                              (ws, ws), (ws, ws))
-            bias = bias + rel.reshape(B * nh * nw, Hh, ws * ws, ws * ws).to(bias.dtype)
+            rel = get_decomposed_rel_pos_bias(qw.reshape(-1, ws * ws, self.head_dim), self.rel_pos_h,
+                                              self.rel_pos_w, (ws, ws), (ws, ws))
+            rel = rel.reshape(B * cut.per_sample, self.num_heads, ws * ws, ws * ws).to(qw.dtype)
+            bias = rel if bias is None else bias + rel
         o = F.scaled_dot_product_attention(qw, kw, vw, attn_mask=bias,
                                            dropout_p=self.attn_drop.p if self.training else 0.0)
-        o = o.reshape(B, nh, nw, Hh, ws, ws, d).permute(0, 3, 1, 4, 2, 5, 6).reshape(B, Hh, nh * ws, nw * ws, d)
-        o = o[:, :, :h, :w].reshape(B, Hh, h * w, d)
-        out = torch.cat([out_prefix, o], dim=2).transpose(1, 2).reshape(B, N, D)
+        out = torch.cat([out_prefix, unpartition(o, cut)], dim=2).transpose(1, 2).reshape(B, N, D)
         return self._out(out)
 
     def extra_repr(self) -> str:

@@ -5,7 +5,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Literal, Optional, Sequence, Union
 
-from ..local_mixing import parse_local
+from .local_mixing import LOCAL_NAMES, parse_local
 from .modules import ATTENTION_KINDS, AttentionKind
 from .ops import KernelName
 
@@ -16,8 +16,7 @@ MEAN_KINDS = ("hydra", "linear")  # the kinds whose kv is a sum over tokens (``t
 # the plan-name vocabulary of the tools (benchmark, compare, convert), see AttentionPlan.from_name
 PLAN_NAMES = ("msa", "hydra", "aft", "polynl", "none", "hybrid<L>", "aft_last<L>", "polynl_last<L>", "hydra_at<i>.<j>...",
               "vitdet_msa", "vitdet_hydra", "linear<H>")
-# every plan with Hydra / linear blocks also takes a local-mixing suffix: hydra+dwc3, hybrid4+dwc5, ...
-LOCAL_NAMES = ("dwc3", "dwc5", "dwc7", "dwc3_x", "dwc3_kv", "dwc3_2d", "win2", "win4", "win4+dwc7")
+# every plan with Hydra / linear blocks also takes a local-mixing suffix (LOCAL_NAMES): hydra+dwc3, hybrid4+dwc5, ...
 
 
 @dataclass
@@ -29,7 +28,7 @@ class AttentionPlan:
     (ViTDet); ``hydra_last`` makes the last L blocks Hydra; ``hydra_blocks`` lists blocks
     made Hydra (the paper's hybrids); ``blocks`` spells out every block explicitly.
     Negative indices count from the end. ``local`` adds a local-mixing branch
-    (:mod:`hydra_dense.local_mixing`, e.g. ``dwc3``) to every Hydra / linear block.
+    (:mod:`hydra_dense.attention.local_mixing`, e.g. ``dwc3``) to every Hydra / linear block.
     ``token_mean`` makes Hydra / linear blocks average ``kv`` over the (valid) tokens instead of
     summing it, so their output scale does not grow with the token count: a model converted or
     fine-tuned at one resolution then keeps its scale at another.
@@ -143,7 +142,7 @@ class AttentionPlan:
         ``linear<H>``: cosine linear attention with H heads; ``aft`` / ``polynl``: the paper's token-linear
         baselines everywhere, ``aft_last<L>`` / ``polynl_last<L>`` in the last L blocks; ``hydra_at0.1.11``: Hydra in blocks 0, 1 and 11
         (MSA elsewhere). A ``+<local>`` suffix (``hydra+dwc3``,
-        ``hybrid4+dwc5``) adds local mixing (:mod:`hydra_dense.local_mixing`) to the Hydra / linear blocks;
+        ``hybrid4+dwc5``) adds local mixing (:mod:`hydra_dense.attention.local_mixing`) to the Hydra / linear blocks;
         ``+mean`` (``hydra+mean``, ``hydra+mean+dwc7``) sets ``token_mean``."""
         base, plus, local = name.partition("+")
         plan = cls._from_base_name(base, depth, window_size)

@@ -1,6 +1,6 @@
 """Windowed softmax beside a global linear attention: a local branch that depends on content.
 
-The depthwise-conv branch (:mod:`hydra_dense.local_mixing`) gives each token a fixed weighted sum
+The depthwise-conv branch (:mod:`hydra_dense.attention.local_mixing`) gives each token a fixed weighted sum
 of its neighbours. Softmax attention in a pretrained ViT is token-specific: which neighbour a
 query reads depends on the query. This branch restores that inside small windows, with the
 block's own ``q, k, v`` and heads (the same weights as the MSA block it replaces), beside the
@@ -35,8 +35,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from .windows import keep_one_key, partition, unpartition, window_grid, window_key_mask
+
 if TYPE_CHECKING:  # pragma: no cover
-    from .attention import TokenLayout
+    from .layout import TokenLayout
 
 __all__ = ["WindowSoftmaxBranch"]
 
@@ -68,12 +70,6 @@ class WindowSoftmaxBranch(nn.Module):
         self.num_heads, self.window, self.grid_dims, self.shift = num_heads, window, grid_dims, shift
         self.gate = nn.Parameter(torch.zeros(dim))
 
-    def _window_shape(self, grid: tuple[int, ...]) -> tuple[int, int, int, int, int]:
-        """``(lead, h, w, wh, ww)``: frames folded into ``lead``, the windowed plane and its window."""
-        if len(grid) == 1:
-            return 1, 1, grid[0], 1, self.window
-        return math.prod(grid[:-2]), grid[-2], grid[-1], self.window, self.window
-
     def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
                 layout: "Optional[TokenLayout]") -> torch.Tensor:
         if layout is None or len(layout.grid) != self.grid_dims:
@@ -87,26 +83,12 @@ class WindowSoftmaxBranch(nn.Module):
             raise ValueError(f"window softmax: {N} tokens do not match prefix {P} + grid {tuple(layout.grid)}")
         pad = layout.key_padding_mask
         qh, kh, vh = (t.reshape(B, N, H, d).transpose(1, 2) for t in (q, k, v))  # (B, H, N, d)
-        lead, h, w, wh, ww = self._window_shape(layout.grid)
-        sh, sw = (self.shift if wh > 1 else 0), self.shift  # padding before the first row / column
-        ph, pw = (-(h + sh)) % wh, (-(w + sw)) % ww
-        nh, nw = (sh + h + ph) // wh, (sw + w + pw) // ww
-        n_win = lead * nh * nw
-
-        def windows(t: torch.Tensor) -> torch.Tensor:  # (B, H, grid, d) -> (B * n_win, H, wh * ww, d)
-            t = F.pad(t.reshape(B, H, lead, h, w, d), (0, 0, sw, pw, sh, ph))
-            t = t.reshape(B, H, lead, nh, wh, nw, ww, d).permute(0, 2, 3, 5, 1, 4, 6, 7)
-            return t.reshape(B * n_win, H, wh * ww, d)
-
-        qw, kw, vw = windows(qh[:, :, P:]), windows(kh[:, :, P:]), windows(vh[:, :, P:])
-        mask = None
-        if pad is not None or ph or pw or sh or sw:
-            valid = torch.ones(B, lead, h, w, dtype=torch.bool, device=q.device)
-            if pad is not None:
-                valid = ~pad[:, P:].reshape(B, lead, h, w)
-            valid = F.pad(valid, (sw, pw, sh, ph), value=False).reshape(B, lead, nh, wh, nw, ww)
-            mask = valid.permute(0, 1, 2, 4, 3, 5).reshape(B * n_win, 1, 1, wh * ww)
+        cut = window_grid(B, tuple(layout.grid), self.window, self.shift)
+        qw, kw, vw = (partition(t[:, :, P:], cut) for t in (qh, kh, vh))  # (B * windows, H, window tokens, d)
+        mask = window_key_mask(cut, None if pad is None else pad[:, P:], q.device)
         if P:
+            n_win = cut.per_sample
+
             def per_window(t: torch.Tensor) -> torch.Tensor:  # prefix (B, H, P, d) -> (B * n_win, H, P, d)
                 return t[:, None].expand(B, n_win, H, P, d).reshape(B * n_win, H, P, d)
 
@@ -114,10 +96,8 @@ class WindowSoftmaxBranch(nn.Module):
             if mask is not None:
                 mask = torch.cat([mask.new_ones(B * n_win, 1, 1, P), mask], -1)
         if mask is not None:
-            mask = mask | ~mask.any(-1, keepdim=True)  # a window of padding alone, no prefix: no NaN rows
-        o = F.scaled_dot_product_attention(qw, kw, vw, attn_mask=mask)
-        o = o.reshape(B, lead, nh, nw, H, wh, ww, d).permute(0, 4, 1, 2, 5, 3, 6, 7)
-        o = o.reshape(B, H, lead, nh * wh, nw * ww, d)[:, :, :, sh:sh + h, sw:sw + w].reshape(B, H, lead * h * w, d)
+            mask = keep_one_key(mask)  # a window of padding alone, no prefix: no NaN rows
+        o = unpartition(F.scaled_dot_product_attention(qw, kw, vw, attn_mask=mask), cut)
         if P:
             key_ok = None if pad is None else ~pad[:, None, None, :]
             o = torch.cat([F.scaled_dot_product_attention(qh[:, :, :P], kh, vh, attn_mask=key_ok), o], 2)

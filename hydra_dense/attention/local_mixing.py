@@ -25,7 +25,7 @@ their outputs are zero. Names used in attention plans (``plan: {default: hydra, 
 ``dwc<K>_x``   K x K depthwise conv on the block input instead of v
 ``dwc<K>_kv``  K x K depthwise conv on phi(k) * v, gated by D * phi(q) (local Hydra)
 ``win<W>``     softmax in W x W windows, prefix tokens as keys, zero-initialised gate
-               (:mod:`hydra_dense.local_window`); ``win<W>_shift``: moved by W // 2 in odd blocks
+               (:mod:`hydra_dense.attention.local_window`); ``win<W>_shift``: moved by W // 2 in odd blocks
 ``win<W>+dwc<K>``  both branches
 =============  ==========================================================================
 """
@@ -40,11 +40,12 @@ import torch
 from torch import nn
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .attention import TokenLayout
+    from .layout import TokenLayout
 
-__all__ = ["LocalMixSpec", "LocalMixing", "parse_local", "LOCAL_EXAMPLES"]
+__all__ = ["LocalMixSpec", "LocalMixing", "parse_local", "LOCAL_NAMES"]
 
-LOCAL_EXAMPLES = ("dwc3", "dwc5", "dwc7", "dwc3_x", "dwc3_kv", "dwc3_2d", "win4", "win4+dwc7")
+# the local-mixing names that plan names are built with (``hydra+dwc7``), and the examples errors show
+LOCAL_NAMES = ("dwc3", "dwc5", "dwc7", "dwc3_x", "dwc3_kv", "dwc3_2d", "win2", "win4", "win4+dwc7")
 _PATTERN = re.compile(r"dwc(\d+)(_x|_kv)?(_2d)?")
 _WINDOW = re.compile(r"win(\d+)(_shift)?")
 
@@ -73,7 +74,7 @@ def parse_local(name: Optional[str]) -> Optional[LocalMixSpec]:
         m, mw = _PATTERN.fullmatch(part), _WINDOW.fullmatch(part)
         if (m is None and mw is None) or (m is not None and conv is not None) or (mw is not None and window):
             raise ValueError(f"unknown local mixing {name!r}; use dwc<K>, dwc<K>_x, dwc<K>_kv or dwc<K>_2d with an "
-                             f"odd K, win<W>, or one of each joined by '+', e.g. {', '.join(LOCAL_EXAMPLES)}")
+                             f"odd K, win<W>, or one of each joined by '+', e.g. {', '.join(LOCAL_NAMES)}")
         if mw is not None:
             window, shifted = int(mw.group(1)), bool(mw.group(2))
             if window < 1:

@@ -18,7 +18,7 @@ from typing import Optional
 import torch
 import torch.nn.functional as F
 
-from .attention import HydraAttention, MSAttention, PlannedAttention
+from .modules import HydraAttention, MSAttention, PlannedAttention
 
 __all__ = ["attention_maps", "hydra_token_contributions", "msa_query_weights"]
 
