@@ -8,7 +8,7 @@ import yaml
 from PIL import Image
 
 from hydra_dense.data import DetectionDataModule, SegmentationDataModule
-from hydra_dense.data.base import read_image
+from hydra_dense.data.files import read_image
 from hydra_dense.data.preflight import DataFilesError
 from tests.test_segmentation import make_ade
 from tests.tiny_runs import train, write_config

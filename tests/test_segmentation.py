@@ -243,7 +243,7 @@ def test_classes_json_with_the_ignored_zero_label_first_is_read(tmp_path):
 def test_exif_orientation_is_applied_to_images_and_masks(suffix, mode, tmp_path):
     """A phone photo is stored 40 wide x 20 high with orientation 6 (shown rotated 90° clockwise):
     it is read upright, 20 wide x 40 high, with the stored top-left pixel at the top-right."""
-    from hydra_dense.data.base import read_image
+    from hydra_dense.data.files import read_image
 
     stored = np.zeros((20, 40, 3) if mode == "RGB" else (20, 40), np.uint8)
     stored[:4, :4] = 255

@@ -7,16 +7,15 @@ from pathlib import Path
 from typing import Callable, Optional
 
 import lightning as L
-import numpy as np
 import torch
 try:  # not re-exported at the top level; this path holds for lightning 2.4-2.6 (setup.cfg's range)
     from lightning.pytorch.overrides.distributed import UnrepeatedDistributedSampler
 except ImportError as err:  # pragma: no cover - a lightning outside the tested range
     raise ImportError(f"hydra_dense needs lightning's UnrepeatedDistributedSampler, which lightning {L.__version__} "
                       "does not have at lightning.pytorch.overrides.distributed; install lightning>=2.4,<2.7") from err
-from PIL import Image, ImageOps
 from torch.utils.data import DataLoader, Dataset
 
+from .files import IMAGE_EXTS, ImageFiles, collate_image_files, find_predict_files
 from .sampling import ResumableSampler, SeededSamples, global_seed
 
 log = logging.getLogger(__name__)
@@ -125,14 +124,9 @@ class SplitDataModule(L.LightningDataModule):
 
     def predict_files_dataset(self, files) -> Dataset:
         """Images named by ``predict_files`` (folders, globs, files) at their own size."""
-        from ..predict.files import ImageFiles, find_predict_files
-        from .segmentation import IMAGE_EXTS
-
         return ImageFiles(find_predict_files(files, IMAGE_EXTS))
 
     def predict_collate_fn(self) -> Callable:
-        from ..predict.files import collate_image_files
-
         return collate_image_files
 
     def state_dict(self) -> dict:
@@ -195,47 +189,3 @@ class SplitDataModule(L.LightningDataModule):
     def skipped_report(self) -> dict[str, int]:
         """Samples skipped per split (only with ``skip_bad``)."""
         return {k: d.skipped for k, d in self.datasets.items() if d.skipped}
-
-
-class SkipCounter:
-    """``skip_bad`` for datasets: :meth:`load_or_skip` calls ``self.load(i)`` and, when it raises
-    one of ``errors``, re-raises — or with ``skip_bad`` logs it, counts it (shared with data-loader
-    workers) and returns None, which the collate functions drop."""
-
-    def init_skipping(self, skip_bad: bool) -> None:
-        import multiprocessing
-
-        self.skip_bad = skip_bad
-        self._skipped = multiprocessing.Value("i", 0)
-
-    @property
-    def skipped(self) -> int:
-        return self._skipped.value
-
-    def load_or_skip(self, i: int, errors: tuple[type[BaseException], ...]):
-        try:
-            return self.load(i)  # type: ignore[attr-defined]
-        except errors as err:
-            if not self.skip_bad:
-                raise
-            with self._skipped.get_lock():
-                self._skipped.value += 1
-            logging.getLogger(type(self).__module__).warning("skipping sample %d: %s", i, err)
-            return None
-
-
-SIXTEEN_BIT_MODES = ("I;16", "I;16L", "I;16B", "I")
-
-
-def read_image(path, mode: Optional[str] = "RGB") -> np.ndarray:
-    """An image file as an array, turned upright by its EXIF orientation (phone photos are stored
-    sideways with a tag saying so), converted to ``mode`` (None keeps it: label maps).
-
-    A 16-bit grey image (microscopy, depth) becomes RGB scaled by 255 / 65535 (PIL's own conversion
-    would clip every value above 255 to white)."""
-    with Image.open(path) as im:
-        im = ImageOps.exif_transpose(im)
-        if mode == "RGB" and im.mode in SIXTEEN_BIT_MODES:
-            grey = (np.asarray(im).astype(np.float32) * (255.0 / 65535.0)).round().clip(0, 255).astype(np.uint8)
-            return np.repeat(grey[..., None], 3, axis=2)
-        return np.array(im.convert(mode) if mode else im)  # a copy: writable, so torch.from_numpy takes it

@@ -29,7 +29,9 @@ from torchvision import tv_tensors
 from torchvision.transforms import v2
 from torchvision.transforms.v2 import functional as TF
 
-from .base import SkipCounter, SplitDataModule, read_image
+from .base import SplitDataModule
+from .files import read_image
+from .skipping import SkipCounter
 from .preflight import sized_image_problems
 from .detection_formats import CocoAnnotations, ImageRecord, decode_segmentation, read_coco, read_voc
 from .segmentation import SampleError

@@ -27,7 +27,7 @@ class DataFilesError(ValueError):
 
 
 def image_header(path: Path) -> tuple[int, int, str]:
-    """``(width, height, mode)`` of an image file, upright as :func:`~hydra_dense.data.base.read_image`
+    """``(width, height, mode)`` of an image file, upright as :func:`~hydra_dense.data.files.read_image`
     turns it (EXIF orientations 5-8 swap the sides); raises ``OSError`` / ``ValueError`` when unreadable."""
     with Image.open(path) as im:
         w, h = im.size

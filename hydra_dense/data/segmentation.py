@@ -26,14 +26,15 @@ from torch.utils.data import Dataset
 from torchvision import tv_tensors
 from torchvision.transforms import v2
 
-from .base import SkipCounter, SplitDataModule, read_image
+from .base import SplitDataModule
+from .files import IMAGE_EXTS, read_image
+from .skipping import SkipCounter
 from .preflight import pair_problems
 
 log = logging.getLogger(__name__)
 
 __all__ = ["SegmentationDataset", "SegmentationDataModule", "SampleError", "find_pairs", "collate_segmentation"]
 
-IMAGE_EXTS = (".jpg", ".jpeg", ".png", ".bmp", ".tif", ".tiff", ".webp")
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
 

@@ -17,9 +17,11 @@ from PIL import Image
 from torch.utils.data import Dataset
 from torchvision.transforms import v2
 
-from .base import SkipCounter, SplitDataModule, read_image
+from .base import SplitDataModule
+from .files import IMAGE_EXTS, read_image
+from .skipping import SkipCounter
 from .sampling import seeded_rngs
-from .segmentation import IMAGE_EXTS, IMAGENET_MEAN, IMAGENET_STD, SampleError
+from .segmentation import IMAGENET_MEAN, IMAGENET_STD, SampleError
 
 log = logging.getLogger(__name__)
 

@@ -30,7 +30,8 @@ from torch.utils.data import Dataset
 from torchvision import tv_tensors
 from torchvision.transforms import v2
 
-from .base import SkipCounter, SplitDataModule
+from .base import SplitDataModule
+from .skipping import SkipCounter
 from .preflight import file_problems
 from .video_decode import (IncompleteDecode, VideoError, decode_frames, decode_video, frame_files, index_video,
                            read_frame_files, read_frames)
@@ -384,7 +385,7 @@ class VideoDataModule(SplitDataModule):
         return self.hparams.val_batch_size
 
     def predict_files_dataset(self, files) -> VideoClipDataset:
-        from ..predict.files import PredictInputs, find_predict_files
+        from .files import PredictInputs, find_predict_files
 
         h = self.hparams
         self.setup("predict")  # the class names, from the test split's listing

@@ -24,8 +24,7 @@ from typing import Optional, Sequence
 
 import numpy as np
 
-from .base import read_image
-from .segmentation import IMAGE_EXTS
+from .files import IMAGE_EXTS, read_image
 
 log = logging.getLogger(__name__)
 

@@ -16,7 +16,7 @@ import numpy as np
 import torch
 from PIL import Image
 
-from .files import PredictInputs
+from ..data.files import PredictInputs
 
 log = logging.getLogger(__name__)
 

@@ -1,22 +1,27 @@
-"""Unlabeled inputs for ``predict``: a folder (recursive), a glob or a list of files, any size.
+"""Image files: which extensions count, how one is read, and the inputs of ``predict``.
 
-Each input gets an output name: its path relative to the inputs' common folder, without the
-suffix (``a/b/img001``), so predictions land next to each other as the inputs did.
+``read_image`` is the one reader of image files for training, evaluation and prediction.
+``predict`` takes a folder (recursive), a glob or a list of files, any size; each input gets an
+output name: its path relative to the inputs' common folder, without the suffix (``a/b/img001``),
+so predictions land next to each other as the inputs did.
 """
 from __future__ import annotations
 
 import glob
 import os
 from pathlib import Path
-from typing import Sequence, Union
+from typing import Optional, Sequence, Union
 
 import numpy as np
 import torch
+from PIL import Image, ImageOps
 from torch.utils.data import Dataset
 
-from ..data.base import SkipCounter, read_image
+from .skipping import SkipCounter
 
-__all__ = ["PredictInputs", "find_predict_files", "ImageFiles", "collate_image_files"]
+__all__ = ["IMAGE_EXTS", "read_image", "PredictInputs", "find_predict_files", "ImageFiles", "collate_image_files"]
+
+IMAGE_EXTS = (".jpg", ".jpeg", ".png", ".bmp", ".tif", ".tiff", ".webp")
 
 _GLOB_CHARS = set("*?[")
 
@@ -100,3 +105,20 @@ def collate_image_files(batch) -> dict | None:
     if not batch:
         return None
     return {"images": [b[0] for b in batch], "index": torch.tensor([b[1] for b in batch])}
+
+
+SIXTEEN_BIT_MODES = ("I;16", "I;16L", "I;16B", "I")
+
+
+def read_image(path, mode: Optional[str] = "RGB") -> np.ndarray:
+    """An image file as an array, turned upright by its EXIF orientation (phone photos are stored
+    sideways with a tag saying so), converted to ``mode`` (None keeps it: label maps).
+
+    A 16-bit grey image (microscopy, depth) becomes RGB scaled by 255 / 65535 (PIL's own conversion
+    would clip every value above 255 to white)."""
+    with Image.open(path) as im:
+        im = ImageOps.exif_transpose(im)
+        if mode == "RGB" and im.mode in SIXTEEN_BIT_MODES:
+            grey = (np.asarray(im).astype(np.float32) * (255.0 / 65535.0)).round().clip(0, 255).astype(np.uint8)
+            return np.repeat(grey[..., None], 3, axis=2)
+        return np.array(im.convert(mode) if mode else im)  # a copy: writable, so torch.from_numpy takes it
