@@ -25,16 +25,17 @@ CHILD = r"""
 import json, sys, time, torch
 sys.path.insert(0, {root!r})
 from hydra_dense.bench.backbone import build_backbone
-from hydra_dense.bench.memory import _reset_hwm, _status_kb
+from hydra_dense.bench.memory import peak_memory_mb
 torch.manual_seed(0)
 m = build_backbone({model!r}, {plan!r}, {patch}, {tubelet}, grad_checkpointing={ckpt})
 x = torch.randn(1, 3, {frames}, {height}, {width})
 opt = torch.optim.AdamW(m.parameters(), lr=1e-6)
-_reset_hwm(); rss0 = _status_kb("VmRSS")
+def step():
+    m.train(); loss = m(x).float().square().mean(); loss.backward(); opt.step()
 t0 = time.perf_counter()
-m.train(); loss = m(x).float().square().mean(); loss.backward(); opt.step()
+peak = peak_memory_mb(step, torch.device("cpu"))
 dt = time.perf_counter() - t0
-print("RESULT " + json.dumps(dict(seconds=dt, peak_mem_mb=(_status_kb("VmHWM") - rss0) / 1024)))
+print("RESULT " + json.dumps(dict(seconds=dt, peak_mem_mb=peak)))
 """
 
 

@@ -10,6 +10,8 @@ import html
 from pathlib import Path
 from typing import Optional, Sequence
 
+from ..runtime.atomic_file import atomic_write_text
+
 __all__ = ["write_html_report", "last_overlays"]
 
 _STYLE = """
@@ -76,7 +78,4 @@ def write_html_report(rows: Sequence[dict], runs: Sequence[dict], out: Path, hea
                      "prediction; detection: predicted boxes (and masks)</p>"
                      f"<div class='plans'>{''.join(panels)}</div>")
     parts.append("</body></html>")
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text("\n".join(parts), encoding="utf-8")
-    tmp.replace(path)
-    return path
+    return atomic_write_text(path, "\n".join(parts))

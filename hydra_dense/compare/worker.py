@@ -9,28 +9,12 @@ backbone converted from a trained task model, that model's head too).
 from __future__ import annotations
 
 import json
-import re
 import sys
 import time
 from pathlib import Path
 from typing import Optional
 
 __all__ = ["run_one", "request_overrides", "load_task_head", "scores_at_sizes", "evaluate_saved"]
-
-
-def _status_mb(field: str) -> float:
-    try:
-        m = re.search(rf"^{field}:\s+(\d+) kB", Path("/proc/self/status").read_text(), re.M)
-        return int(m.group(1)) / 1024 if m else float("nan")
-    except OSError:
-        return float("nan")
-
-
-def _reset_peak_rss() -> None:
-    try:
-        Path("/proc/self/clear_refs").write_text("5")
-    except OSError:
-        pass
 
 
 def request_overrides(req: dict) -> list[str]:
@@ -105,6 +89,7 @@ def run_one(req: dict, run_dir: Path) -> dict:
     import torch
 
     from ..bench.flops import count_flops
+    from ..bench.memory import peak_memory_mb
     from ..bench.throughput import TrainClock
     from ..runtime.progress import StepProgress
     from .inputs import build_run
@@ -117,12 +102,10 @@ def run_one(req: dict, run_dir: Path) -> dict:
         load_task_head(model, req["head_from"])
     clock = TrainClock()
     trainer.callbacks += [clock, StepProgress(f"{req['recipe']} seed {req['seed']}")]
-    _reset_peak_rss()
-    rss0 = _status_mb("VmRSS")
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     t0 = time.time()
-    trainer.fit(model, datamodule=dm)
+    peak = peak_memory_mb(lambda: trainer.fit(model, datamodule=dm), device)
     train_min = (time.time() - t0) / 60
-    peak = torch.cuda.max_memory_allocated() / 2**20 if torch.cuda.is_available() else _status_mb("VmHWM") - rss0
     metrics = trainer.validate(model, datamodule=dm, verbose=False)[0]
     key = next((k for k in ("val_mIoU", "val_mAP", "val_top1") if k in metrics), None)
     key2 = next((k for k in metrics if k in ("val_pixel_acc", "val_mAP_50") or

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import torch
 
-from ..atomic_file import atomic_write
+from ..runtime.atomic_file import atomic_write
 
 __all__ = ["write_converted", "ConvertedFiles", "error_rows", "level_rows"]
 

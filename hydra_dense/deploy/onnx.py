@@ -37,6 +37,8 @@ import numpy as np
 import torch
 from torch import nn
 
+from ..runtime.atomic_file import atomic_target
+
 __all__ = ["ExportSpec", "export_wrapper", "example_inputs", "export_onnx", "onnx_parity"]
 
 
@@ -177,9 +179,8 @@ def export_onnx(spec: ExportSpec, inputs: Sequence[torch.Tensor], out: Path, dyn
         except Exception as err:  # noqa: BLE001 - the .pt2 is optional; the ONNX file is the product
             program.unlink(missing_ok=True)
             spec.notes.append(f"torch.export program not saved: {type(err).__name__}: {str(err)[:200]}")
-    tmp = out.with_name(out.name + ".tmp")
-    onnx_program.save(str(tmp))
-    tmp.replace(out)
+    with atomic_target(out) as tmp:
+        onnx_program.save(str(tmp))
     return out
 
 

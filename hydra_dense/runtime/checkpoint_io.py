@@ -1,12 +1,13 @@
 """Checkpoints written so that a kill at any moment leaves the previous one intact."""
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any, Optional
 
 import torch
 from lightning.fabric.plugins.io.torch_io import TorchCheckpointIO
+
+from .atomic_file import atomic_write
 
 __all__ = ["AtomicCheckpointIO"]
 
@@ -16,7 +17,8 @@ def _is_local(path: str) -> bool:
 
 
 class AtomicCheckpointIO(TorchCheckpointIO):
-    """``torch.save`` into a temporary file next to the target, fsync, then ``os.replace``.
+    """``torch.save`` through :func:`~hydra_dense.runtime.atomic_file.atomic_write`: a temporary file
+    next to the target, fsync, then ``os.replace``.
 
     Lightning's default goes through an fsspec transaction whose temporary file is in the system
     temp dir: on a cluster that is another file system than the checkpoint folder, so the final
@@ -33,24 +35,4 @@ class AtomicCheckpointIO(TorchCheckpointIO):
         if not _is_local(str(path)):
             return super().save_checkpoint(checkpoint, path, storage_options)
         target = Path(str(path).removeprefix("file://"))
-        target.parent.mkdir(parents=True, exist_ok=True)
-        tmp = target.with_name(f".{target.name}.tmp-{os.getpid()}")
-        try:
-            with open(tmp, "wb") as f:
-                torch.save(checkpoint, f)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, target)
-        except BaseException:
-            tmp.unlink(missing_ok=True)
-            raise
-        try:
-            fd = os.open(target.parent, os.O_RDONLY)
-        except OSError:  # some file systems do not open directories
-            return
-        try:
-            os.fsync(fd)
-        except OSError:
-            pass
-        finally:
-            os.close(fd)
+        atomic_write(target, lambda f: torch.save(checkpoint, f), sync_folder=True)

