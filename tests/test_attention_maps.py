@@ -1,7 +1,6 @@
 """Attention maps: Hydra token shares add up to the op's output; MSA maps are softmax rows."""
 import subprocess
 import sys
-from pathlib import Path
 
 import numpy as np
 import torch
@@ -10,6 +9,7 @@ from PIL import Image
 from hydra_dense.attention import hydra_attention
 from hydra_dense.attention.maps import attention_maps, hydra_token_contributions
 from hydra_dense.backbones import ViT
+from tests.helpers.tiny_runs import ROOT
 
 
 def test_hydra_shares_sum_to_one_and_rebuild_the_output():
@@ -39,7 +39,7 @@ def test_maps_per_block_match_the_plan():
 def test_visualize_attention_tool_writes_png(tmp_path):
     img = tmp_path / "x.png"
     Image.fromarray((np.random.default_rng(0).random((56, 56, 3)) * 255).astype(np.uint8)).save(img)
-    root = Path(__file__).parent.parent
+    root = ROOT
     out = tmp_path / "attn.png"
     env_ckpt = tmp_path / "w.pth"
     ViT("small", patch_size=14, img_size=518, init_values=1e-5)  # same layout the tool builds

@@ -138,7 +138,7 @@ def test_module_uses_timms_qkv_and_proj(kind, op):
 @pytest.mark.parametrize("plan", ["aft", "polynl", {"default": "aft", "local": "dwc3"},
                                   {"default": "polynl", "local": "dwc5"}])
 def test_vit_padding_invariance(plan):
-    from tests.test_local_mixing import assert_padding_invariant, randomise
+    from tests.helpers.mixing import assert_padding_invariant, randomise
 
     assert_padding_invariant(randomise(ViT(None, embed_dim=32, depth=2, num_heads=2, patch_size=16, img_size=64,
                                            plan=plan, out_indices=[1])))

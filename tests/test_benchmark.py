@@ -2,7 +2,6 @@
 import csv
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 import torch
@@ -12,8 +11,8 @@ from hydra_dense.bench import count_flops
 from hydra_dense.bench.backbone import attention_flop_shares
 from hydra_dense.attention import AttentionPlan
 from hydra_dense.bench.specs import InputSize, parse_devices, parse_size
+from tests.helpers.tiny_runs import ROOT
 
-ROOT = Path(__file__).parent.parent
 REQUIRED = ["backbone", "attention", "height", "width", "frames", "tokens", "batch", "mode", "dtype", "ms_per_iter",
             "throughput", "peak_mem_mb", "gflops", "attn_flop_share"]
 
@@ -127,7 +126,7 @@ def test_onnxruntime_backend_times_both_runtimes_and_checks_parity(tmp_path, cap
     pytest.importorskip("onnxruntime", reason="the export extra: pip install -e .[export]")
     pytest.importorskip("onnxscript", reason="the export extra: pip install -e .[export]")
     out = tmp_path / "ort.csv"
-    proc = subprocess.run([sys.executable, str(Path(__file__).parent.parent / "tools" / "benchmark.py"),
+    proc = subprocess.run([sys.executable, str(ROOT / "tools" / "benchmark.py"),
                            "--backend", "onnxruntime", "--model", "vit_micro", "--sizes", "64", "--plans", "msa,hydra",
                            "--warmup", "0", "--repeats", "1", "--csv", str(out)], capture_output=True, text=True,
                           timeout=300)
@@ -139,7 +138,7 @@ def test_onnxruntime_backend_times_both_runtimes_and_checks_parity(tmp_path, cap
     assert float(msa["torch_speedup_vs_msa"]) == 1.0 and float(msa["ort_ratio_pct_of_torch"]) == 100.0
     import importlib.util
 
-    spec = importlib.util.spec_from_file_location("benchmark_tool", Path(__file__).parent.parent / "tools" / "benchmark.py")
+    spec = importlib.util.spec_from_file_location("benchmark_tool", ROOT / "tools" / "benchmark.py")
     tool = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(tool)
     assert tool.main(["--backend", "onnxruntime", "--mode", "train"]) == 2

@@ -6,7 +6,7 @@ import torch
 import yaml
 
 from hydra_dense.runtime.model_identity import IDENTITY_KEY
-from tests.tiny_runs import newest_checkpoint, ok, train, write_config
+from tests.helpers.tiny_runs import newest_checkpoint, ok, train, write_config
 
 
 @pytest.fixture(scope="module")

@@ -7,11 +7,8 @@ import pytest
 import yaml
 
 from hydra_dense.compare import main as compare_main
-
-from .test_segmentation import make_ade
-
-TRAINER = {"max_steps": 3, "val_check_interval": 3, "check_val_every_n_epoch": None, "accelerator": "cpu",
-           "devices": 1, "enable_progress_bar": False, "log_every_n_steps": 1}
+from tests.helpers.compare_runs import TRAINER, compare_seg_config, run_compare
+from tests.helpers.images import make_ade
 
 
 def _run(tmp_path, config: dict, extra=(), plans=("msa", "hybrid1", "hydra")):
@@ -118,34 +115,11 @@ def test_compare_detection(tmp_path):
     assert "batch 2, 80x80, resized by the detector to short side 64" in (tmp_path / "out" / "table.md").read_text()
 
 
-def _seg_config(tmp_path, steps=3, lr=1e-4):
-    root = tmp_path / "data"
-    if not root.is_dir():
-        make_ade(root, n_train=8, n_val=2)
-    return {"seed_everything": 0, "trainer": dict(TRAINER, max_steps=steps, val_check_interval=steps), "model": {
-        "class_path": "hydra_dense.tasks.SegmentationTask", "init_args": {
-            "backbone": {"class_path": "hydra_dense.backbones.ViT", "init_args": {
-                "size": None, "embed_dim": 32, "depth": 2, "num_heads": 2, "patch_size": 4, "img_size": 32,
-                "out_indices": [0, 1]}},
-            "num_classes": 4, "decode_head": "linear", "warmup_steps": 1, "lr": lr, "head_lr_mult": 10.0}},
-        "data": {"class_path": "hydra_dense.data.SegmentationDataModule", "init_args": {
-            "root": str(root), "num_classes": 4, "crop_size": [32, 32], "batch_size": 4, "val_batch_size": 2,
-            "num_workers": 0}}}
-
-
-def _compare(tmp_path, config: dict, out: str, *args) -> list[dict]:
-    cfg = tmp_path / "cfg.yaml"
-    cfg.write_text(yaml.safe_dump(config))
-    assert compare_main(["--config", str(cfg), "--pretrained", "none", "--out", str(tmp_path / out),
-                         "--speed-repeats", "2", "--speed-size", "0", *args]) == 0
-    return list(csv.DictReader((tmp_path / out / "runs.csv").open()))
-
-
 def test_seeds_are_honoured_and_reported_as_mean_and_std(tmp_path):
     """--seed / --seeds reach seed_everything: the same seed twice gives the same score, two seeds differ."""
-    config = _seg_config(tmp_path, steps=6, lr=3e-3)
-    runs = _compare(tmp_path, config, "two", "--plans", "hydra", "--seeds", "0,1")
-    again = _compare(tmp_path, config, "again", "--plans", "hydra", "--seed", "0")
+    config = compare_seg_config(tmp_path, steps=6, lr=3e-3)
+    runs = run_compare(tmp_path, config, "two", "--plans", "hydra", "--seeds", "0,1")
+    again = run_compare(tmp_path, config, "again", "--plans", "hydra", "--seed", "0")
     by_seed = {int(r["seed"]): float(r["score"]) for r in runs}
     assert by_seed[0] == float(again[0]["score"])
     assert by_seed[0] != by_seed[1]
@@ -153,7 +127,7 @@ def test_seeds_are_honoured_and_reported_as_mean_and_std(tmp_path):
     assert row["seeds"] == "0,1" and abs(float(row["score"]) - (by_seed[0] + by_seed[1]) / 2) < 1e-6
     assert float(row["score_std"]) > 0 and "±" in (tmp_path / "two" / "table.md").read_text()
     # a second identical command reuses the finished runs instead of training again
-    assert _compare(tmp_path, config, "two", "--plans", "hydra", "--seeds", "0,1") == runs
+    assert run_compare(tmp_path, config, "two", "--plans", "hydra", "--seeds", "0,1") == runs
 
 
 def test_eval_sizes_score_every_run_on_more_tokens_and_fill_in_reused_runs(tmp_path):
@@ -161,16 +135,16 @@ def test_eval_sizes_score_every_run_on_more_tokens_and_fill_in_reused_runs(tmp_p
     (32) that is the native score, and a later comparison adds a new size from the saved weights."""
     from hydra_dense.compare import _run_key
 
-    config = _seg_config(tmp_path)
+    config = compare_seg_config(tmp_path)
     cfg = tmp_path / "key.yaml"
     cfg.write_text("x: 1")
     req = dict(recipe="hydra", seed=0, save_weights=False)  # a run requested before eval sizes existed
     assert _run_key(dict(req, eval_sizes=[224], save_weights=True), cfg) == _run_key(req, cfg)
-    _compare(tmp_path, config, "out", "--plans", "hydra", "--seeds", "0,1", "--eval-sizes", "32")
+    run_compare(tmp_path, config, "out", "--plans", "hydra", "--seeds", "0,1", "--eval-sizes", "32")
     results = [json.loads((tmp_path / "out" / "hydra" / f"seed{s}" / "result.json").read_text()) for s in (0, 1)]
     assert all(abs(r["scores_at"]["32"] - r["score"]) < 1e-6 for r in results)
     stamps = [Path(r["weights"]).stat().st_mtime for r in results]
-    _compare(tmp_path, config, "out", "--plans", "hydra", "--seeds", "0,1", "--eval-sizes", "32,64")
+    run_compare(tmp_path, config, "out", "--plans", "hydra", "--seeds", "0,1", "--eval-sizes", "32,64")
     again = [json.loads((tmp_path / "out" / "hydra" / f"seed{s}" / "result.json").read_text()) for s in (0, 1)]
     assert [Path(r["weights"]).stat().st_mtime for r in again] == stamps, "reused, not trained again"
     assert all(set(r["scores_at"]) == {"32", "64"} and 0 <= r["scores_at"]["64"] <= 100 for r in again)
@@ -181,9 +155,9 @@ def test_eval_sizes_score_every_run_on_more_tokens_and_fill_in_reused_runs(tmp_p
 
 
 def test_peak_memory_does_not_depend_on_plan_order(tmp_path):
-    config = _seg_config(tmp_path)
-    first = {r["recipe"]: float(r["peak_train_mem_mb"]) for r in _compare(tmp_path, config, "ab", "--plans", "msa,hydra")}
-    second = {r["recipe"]: float(r["peak_train_mem_mb"]) for r in _compare(tmp_path, config, "ba", "--plans", "hydra,msa")}
+    config = compare_seg_config(tmp_path)
+    first = {r["recipe"]: float(r["peak_train_mem_mb"]) for r in run_compare(tmp_path, config, "ab", "--plans", "msa,hydra")}
+    second = {r["recipe"]: float(r["peak_train_mem_mb"]) for r in run_compare(tmp_path, config, "ba", "--plans", "hydra,msa")}
     for plan in ("msa", "hydra"):
         assert first[plan] > 0 and abs(first[plan] - second[plan]) <= 0.25 * max(first[plan], second[plan]), (first, second)
 
@@ -207,7 +181,7 @@ def test_converted_recipe_runs_the_conversion_once_and_caches_it(tmp_path, monke
     import torch
 
     from hydra_dense.backbones import ViT
-    from tests.test_convert import make_images
+    from tests.helpers.images import make_images
 
     monkeypatch.setenv("HYDRA_DENSE_CACHE", str(tmp_path / "cache"))
     source = tmp_path / "msa.pth"
@@ -227,7 +201,7 @@ def test_converted_recipe_runs_the_conversion_once_and_caches_it(tmp_path, monke
                                              "init_args": {"root": str(images), "crop_size": 32, "batch_size": 4,
                                                            "val_batch_size": 4, "num_workers": 0, "val_every": 4}}}))
     cfg = tmp_path / "cfg.yaml"
-    cfg.write_text(yaml.safe_dump(_seg_config(tmp_path)))
+    cfg.write_text(yaml.safe_dump(compare_seg_config(tmp_path)))
     args = ["--config", str(cfg), "--pretrained", str(source), "--plans", "hydra,hydra+dwc3@converted,hydra@converted",
             "--convert-config", str(conv), "--convert-steps", "4", "--speed-size", "0", "--speed-repeats", "2"]
     assert compare_main([*args, "--out", str(tmp_path / "one")]) == 0
@@ -392,7 +366,7 @@ def test_from_msa_recipes_convert_each_seeds_msa_run_on_the_task_images(tmp_path
     torch.manual_seed(0)
     torch.save(ViT(None, embed_dim=32, depth=2, num_heads=2, patch_size=4, img_size=32).state_dict(), source)
     # the task's data root is given only as an override: the conversion's images must come from there too
-    config = _seg_config(tmp_path)
+    config = compare_seg_config(tmp_path)
     data_root = config["data"]["init_args"]["root"]
     config["data"]["init_args"]["root"] = str(tmp_path / "not_here")
     cfg = tmp_path / "cfg.yaml"

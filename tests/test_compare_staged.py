@@ -6,7 +6,7 @@ import pytest
 import yaml
 
 from hydra_dense.compare import main as compare_main
-from tests.test_compare import _seg_config
+from tests.helpers.compare_runs import compare_seg_config
 
 
 def test_aligned_recipe_runs_stage_two_from_stage_one_with_the_task_images(tmp_path, monkeypatch):
@@ -73,9 +73,9 @@ def test_distilled_recipe_fine_tunes_the_conversion_with_the_msa_weights_as_teac
     torch.manual_seed(0)
     torch.save(ViT(None, embed_dim=32, depth=2, num_heads=2, patch_size=4, img_size=32).state_dict(), source)
     cfg = tmp_path / "cfg.yaml"
-    cfg.write_text(yaml.safe_dump(_seg_config(tmp_path, steps=2)))
+    cfg.write_text(yaml.safe_dump(compare_seg_config(tmp_path, steps=2)))
     images = tmp_path / "images"
-    from tests.test_convert import make_images
+    from tests.helpers.images import make_images
 
     make_images(images, n=8)
     conv = tmp_path / "convert.yaml"

@@ -1,11 +1,11 @@
 """Every shipped backbone YAML instantiates from its class_path and builds the plan it names."""
-from pathlib import Path
 
 import pytest
 import torch
 from jsonargparse import ArgumentParser
+from tests.helpers.tiny_runs import ROOT
 
-CONFIGS = sorted((Path(__file__).parent.parent / "configs" / "backbones").glob("*.yaml"))
+CONFIGS = sorted((ROOT / "configs" / "backbones").glob("*.yaml"))
 
 
 @pytest.mark.parametrize("path", CONFIGS, ids=lambda p: p.stem)

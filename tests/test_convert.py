@@ -5,42 +5,24 @@ import copy
 import signal
 
 import lightning as L
-import numpy as np
 import pytest
 import torch
 import yaml
-from PIL import Image
 
 from hydra_dense.backbones import ViT, load_pretrained
 from hydra_dense.backbones.checkpoint import CheckpointError
 from hydra_dense.convert import ConversionTask
 from hydra_dense.data.segmentation import SampleError
 from hydra_dense.data.unlabeled import UnlabeledImageDataModule
-from tests.tiny_runs import COMMON_TRAINER, ROOT, ok, train
+from tests.helpers.images import make_images
+from tests.helpers.tiny_runs import COMMON_TRAINER, ROOT, ok, train
 
-KILL = '--trainer.callbacks+={"class_path":"tests.crash_callbacks.KillAt","init_args":{"step":%d}}'
+KILL = '--trainer.callbacks+={"class_path":"tests.helpers.crash_callbacks.KillAt","init_args":{"step":%d}}'
 VIT = dict(size=None, embed_dim=32, depth=2, num_heads=2, patch_size=8, img_size=32)
 
 
 def tiny_vit(plan="msa", **kw):
     return ViT(**dict(VIT, **kw), plan=plan)
-
-
-def make_images(folder, n=12, seed=0):
-    """Smooth colour fields with a few blobs (structure for attention to find), various sizes."""
-    rng = np.random.default_rng(seed)
-    folder.mkdir(parents=True, exist_ok=True)
-    for i in range(n):
-        h, w = rng.integers(36, 60, 2)
-        yy, xx = np.mgrid[0:h, 0:w]
-        img = rng.uniform(0, 255, 3) * (xx / w)[..., None] + rng.normal(0, 10, (h, w, 3))
-        for _ in range(3):
-            cy, cx, r = rng.uniform(0, h), rng.uniform(0, w), rng.uniform(4, 10)
-            img[(yy - cy) ** 2 + (xx - cx) ** 2 < r * r] = rng.uniform(0, 255, 3)
-        sub = folder / ("nested" if i % 3 == 0 else ".")
-        sub.mkdir(exist_ok=True)
-        Image.fromarray(np.clip(img, 0, 255).astype(np.uint8)).save(sub / f"img_{i:02d}.png")
-    return folder
 
 
 @pytest.fixture(scope="module")
@@ -190,7 +172,7 @@ def test_cli_entry_point_and_errors(images, msa_source, tmp_path):
 def test_task_training_split_as_images_through_the_cli(msa_source, tmp_path):
     """data.task_config under the CLI: the task's data module gets its own init_args (LightningCLI's
     given-hyperparameters context must not leak into it), and the table names the task's images."""
-    from tests.test_segmentation import make_ade
+    from tests.helpers.images import make_ade
 
     seg_root = tmp_path / "seg"
     make_ade(seg_root, n_train=8, n_val=4)

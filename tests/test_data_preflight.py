@@ -10,8 +10,8 @@ from PIL import Image
 from hydra_dense.data import DetectionDataModule, SegmentationDataModule
 from hydra_dense.data.files import read_image
 from hydra_dense.data.preflight import DataFilesError
-from tests.test_segmentation import make_ade
-from tests.tiny_runs import train, write_config
+from tests.helpers.images import make_ade
+from tests.helpers.tiny_runs import train, write_config
 
 
 def seg_dm(root, **kw):
@@ -111,7 +111,7 @@ def test_sixteen_bit_images_are_scaled_not_clipped(tmp_path):
 
 def test_a_run_that_fails_while_training_keeps_a_checkpoint_to_resume_from(tmp_path):
     config = write_config("segmentation", tmp_path, steps=6, val_every=6)
-    raise_at = '--trainer.callbacks+={"class_path":"tests.crash_callbacks.RaiseAt","init_args":{"step":3,"rank":0}}'
+    raise_at = '--trainer.callbacks+={"class_path":"tests.helpers.crash_callbacks.RaiseAt","init_args":{"step":3,"rank":0}}'
     proc = train("fit", config, tmp_path / "run", raise_at, "--checkpoint_every_minutes=60")
     assert proc.returncode != 0 and "injected failure on rank 0 at step 3" in proc.stderr
     import torch

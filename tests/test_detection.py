@@ -12,8 +12,8 @@ from hydra_dense.data.demo_instances import prepare as prepare_instances
 from hydra_dense.data.detection import DetectionDataModule
 from hydra_dense.tasks import DetectionTask
 from hydra_dense.tasks.coco_results import detections_to_coco, write_coco_results
+from tests.helpers.tiny_runs import ROOT
 
-ROOT = Path(__file__).parent.parent
 
 
 def tiny_vit(plan="hydra", **kw):
@@ -80,7 +80,7 @@ def test_padding_is_masked_in_the_backbone():
 def test_detections_padding_invariant(plan):
     """The same image alone and padded inside a batch gives the same detections (Hydra: padded
     tokens never enter the global sum; local mixing: they are zeros, like the border padding)."""
-    from tests.test_local_mixing import randomise
+    from tests.helpers.mixing import randomise
 
     torch.manual_seed(0)
     task = randomise(tiny_task("faster_rcnn", plan=plan, score_thresh=0.0, resize_eval=False)).eval()

@@ -6,7 +6,7 @@ import torch
 
 from hydra_dense.backbones import ViT
 from hydra_dense.tasks import SegmentationTask
-from tests.tiny_runs import ok, train, write_config
+from tests.helpers.tiny_runs import ok, train, write_config
 
 VIT = dict(embed_dim=32, depth=2, num_heads=2, patch_size=4, img_size=32, out_indices=[0, 1])
 

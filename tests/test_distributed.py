@@ -10,10 +10,10 @@ import subprocess
 import pytest
 import torch
 
-from tests.tiny_runs import ROOT, last_val_metrics, newest_checkpoint, ok, train, weights, write_config
+from tests.helpers.tiny_runs import ROOT, last_val_metrics, newest_checkpoint, ok, train, weights, write_config
 
 TASKS = ["segmentation", "detection", "video"]
-KILL = '--trainer.callbacks+={"class_path":"tests.crash_callbacks.KillAt","init_args":{"step":%d}}'
+KILL = '--trainer.callbacks+={"class_path":"tests.helpers.crash_callbacks.KillAt","init_args":{"step":%d}}'
 
 
 def _same_metrics(a: dict, b: dict) -> None:
@@ -134,7 +134,7 @@ def test_torchrun_launch_equals_lightning_launch(tmp_path):
 def test_a_failing_rank_ends_the_whole_job(task, rank, tmp_path):
     """One rank raises mid-training: the job exits non-zero within a bounded time, no hang."""
     cfg = write_config(task, tmp_path, steps=40)
-    fail = f'--trainer.callbacks+={{"class_path":"tests.crash_callbacks.RaiseAt","init_args":{{"step":3,"rank":{rank}}}}}'
+    fail = f'--trainer.callbacks+={{"class_path":"tests.helpers.crash_callbacks.RaiseAt","init_args":{{"step":3,"rank":{rank}}}}}'
     try:
         proc = train("fit", cfg, tmp_path / "run", fail, procs=2, timeout=240)
     except subprocess.TimeoutExpired:
@@ -148,7 +148,7 @@ def test_scaling_tool_measures_one_and_two_processes(tmp_path):
     import sys
 
     from hydra_dense.bench.scaling import allreduce_seconds
-    from tests.tiny_runs import ROOT
+    from tests.helpers.tiny_runs import ROOT
 
     assert allreduce_seconds(1e9, 8, 100.0) == pytest.approx(1e9 * 2 * 7 / 8 / 100e9)
     assert allreduce_seconds(1e9, 1, 100.0) == 0.0

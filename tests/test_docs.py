@@ -1,11 +1,10 @@
 """The README and docs/ name only files that exist, and every shipped YAML builds."""
 import glob
 import re
-from pathlib import Path
 
 import pytest
+from tests.helpers.tiny_runs import ROOT
 
-ROOT = Path(__file__).parent.parent
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 # a repository path: configs/..., tools/..., docs/..., hydra_dense/... (globs allowed)
 PATH = re.compile(r"(?<![\w/.~-])((?:configs|tools|docs|hydra_dense)/[\w*./-]*[\w*/])")
@@ -100,7 +99,7 @@ def test_the_task_images_conversion_config_instantiates(tmp_path):
     from hydra_dense.cli import main
     from hydra_dense.convert import ConversionTask
 
-    from .test_segmentation import make_ade
+    from tests.helpers.images import make_ade
 
     make_ade(tmp_path / "ade", n_train=20, n_val=2)
     task = yaml.safe_load((ROOT / "configs" / "segmentation" / "demo_digits.yaml").read_text())

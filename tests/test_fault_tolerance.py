@@ -14,9 +14,9 @@ from hydra_dense.data.sampling import ResumableSampler, SeededSamples, sample_se
 from hydra_dense.data.segmentation import SegmentationDataModule
 from hydra_dense.runtime import NonFiniteLossGuard
 from hydra_dense.runtime.nonfinite import NonFiniteLossError
-from tests.crash_callbacks import NaNLossAt
-from tests.test_segmentation import make_ade, tiny_backbone
-from tests.tiny_runs import newest_checkpoint, ok, train, weights, write_config
+from tests.helpers.crash_callbacks import NaNLossAt
+from tests.helpers.images import make_ade, tiny_backbone
+from tests.helpers.tiny_runs import newest_checkpoint, ok, train, weights, write_config
 
 
 # ---- sampling -------------------------------------------------------------------------------
@@ -120,7 +120,7 @@ def _stand_in(tmp_path, name: str, script: str) -> Path:
 # ---- checkpoints on disk --------------------------------------------------------------------
 def test_kill_during_a_checkpoint_write_keeps_the_previous_one(tmp_path):
     cfg = write_config("segmentation", tmp_path)
-    die = '--trainer.callbacks+={"class_path":"tests.crash_callbacks.KillDuringSave","init_args":{"n":2}}'
+    die = '--trainer.callbacks+={"class_path":"tests.helpers.crash_callbacks.KillDuringSave","init_args":{"n":2}}'
     killed = train("fit", cfg, tmp_path / "run", "--checkpoint_every_n_steps=4", die)
     assert killed.returncode == -signal.SIGKILL
     ckpt = newest_checkpoint(tmp_path / "run")
@@ -150,7 +150,7 @@ def test_slurm_requeue_signal_saves_and_the_requeued_job_resumes(tmp_path):
     env = dict(SLURM_NTASKS="1", SLURM_NTASKS_PER_NODE="1", SLURM_PROCID="0", SLURM_LOCALID="0", SLURM_NODEID="0",
                SLURM_JOB_ID="4242", SLURM_JOB_NAME="train", SLURM_NODELIST="localhost",
                PATH=f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
-    usr1 = '--trainer.callbacks+={"class_path":"tests.crash_callbacks.SignalAt","init_args":{"step":5}}'
+    usr1 = '--trainer.callbacks+={"class_path":"tests.helpers.crash_callbacks.SignalAt","init_args":{"step":5}}'
     first = train("fit", cfg, tmp_path / "job", "--checkpoint_every_n_steps=4", usr1, env=env)
     ok(first)
     assert (tmp_path / "scontrol.log").read_text().split() == ["requeue", "4242"]
@@ -215,7 +215,7 @@ def test_slurm_templates_run_and_resume(template, tmp_path):
     overrides after the config); run twice, the second run (a requeue) resumes the first."""
     import subprocess
 
-    from tests.tiny_runs import ROOT, write_config
+    from tests.helpers.tiny_runs import ROOT, write_config
 
     cfg = write_config("segmentation", tmp_path)
     bin_dir = _stand_in(tmp_path, "srun", 'while [ "${1#--}" != "$1" ]; do shift; done\nexec "$@"\n')  # drop options

@@ -7,7 +7,7 @@ import torch
 
 from hydra_dense.attention import hydra_attention_eager
 from hydra_dense.bench.kernel_check import check_kernel_numerics, relative_error
-from tests.tiny_runs import ROOT
+from tests.helpers.tiny_runs import ROOT
 
 SHAPES = ((2, 19, 8),)
 

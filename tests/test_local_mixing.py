@@ -10,16 +10,7 @@ from hydra_dense.attention import AttentionPlan, HydraAttention, TokenLayout, bu
 from hydra_dense.backbones import ViT, VideoViT, load_pretrained
 from hydra_dense.backbones.checkpoint import CheckpointError
 from hydra_dense.attention.local_mixing import LocalMixing, parse_local
-
-
-def randomise(module, std=0.3, seed=0):
-    g = torch.Generator().manual_seed(seed)
-    for m in module.modules():
-        if isinstance(m, LocalMixing):
-            with torch.no_grad():
-                m.conv.weight.copy_(torch.randn(m.conv.weight.shape, generator=g) * std)
-                m.conv.bias.copy_(torch.randn(m.conv.bias.shape, generator=g) * std)
-    return module
+from tests.helpers.mixing import assert_padding_invariant, randomise
 
 
 @pytest.mark.parametrize("name,k", [("dwc3", 3), ("dwc5", 5)])
@@ -119,20 +110,6 @@ def test_padded_tokens_contribute_nothing():
 def test_vit_padding_invariance_with_local_mixing(plan):
     assert_padding_invariant(randomise(ViT(None, embed_dim=32, depth=2, num_heads=2, patch_size=16, img_size=64,
                                            plan=plan, out_indices=[1], class_token="window_size" not in plan)))
-
-
-def assert_padding_invariant(m):
-    """An image alone and padded inside a batch (mask given) gives the same feature map."""
-    img = torch.randn(1, 3, 50, 70)
-    canvas = torch.randn(2, 3, 96, 112)
-    canvas[0] = 0
-    canvas[0, :, :50, :70] = img[0]
-    pad = torch.ones(2, 96, 112, dtype=torch.bool)
-    pad[0, :50, :70] = False
-    pad[1] = False
-    with torch.no_grad():
-        alone, batched = m(img)[0], m(canvas, pad)[0]
-    torch.testing.assert_close(batched[:1, :, :4, :5], alone, rtol=1e-4, atol=1e-5)
 
 
 def test_gradients_reach_the_branch_from_zero_init():

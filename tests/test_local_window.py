@@ -9,7 +9,7 @@ from hydra_dense.attention import AttentionPlan, TokenLayout, build_attention, h
 from hydra_dense.backbones import ViT, VideoViT, load_pretrained
 from hydra_dense.attention.local_window import WindowSoftmaxBranch
 
-from .test_local_mixing import assert_padding_invariant
+from tests.helpers.mixing import assert_padding_invariant
 
 
 def window_of(index: int, grid: tuple[int, ...], window: int, shift: int = 0) -> tuple[int, ...]:

@@ -61,7 +61,7 @@ def test_registry_backbone_with_local_mixing(mm):
     and matches hydra_dense's ViT with the same weights."""
     from mmseg.registry import MODELS
 
-    from tests.test_local_mixing import randomise
+    from tests.helpers.mixing import randomise
 
     plan = {"default": "msa", "hydra_last": 2, "local": "dwc3"}
     backbone = randomise(MODELS.build(dict(type="HydraViT", **dict(TINY, plan=plan)))).eval()
@@ -167,8 +167,8 @@ def test_mm_config_trains_under_hydra_dense_cli(mm, kind, tmp_path):
     steps (validated after the second) by tools/train.py, data redirected to tiny sets made here; the evaluator's metric logged."""
     import json
 
-    from tests.test_segmentation import make_ade
-    from tests.tiny_runs import ROOT, ok, train
+    from tests.helpers.images import make_ade
+    from tests.helpers.tiny_runs import ROOT, ok, train
 
     if kind == "seg":
         root = make_ade(tmp_path / "ade", n_train=8, n_val=3, size=112)
@@ -197,7 +197,7 @@ def test_mm_config_trains_under_hydra_dense_cli(mm, kind, tmp_path):
 def test_full_size_mm_configs_build(mm, config):
     """The ADE20K / COCO recipes build through the registries: ViT-B with the planned attention."""
     from hydra_dense.mm.task import MMTask
-    from tests.tiny_runs import ROOT
+    from tests.helpers.tiny_runs import ROOT
 
     task = MMTask(str(ROOT / "configs" / "mm" / config))
     vit = task.model.backbone.vit
@@ -226,8 +226,8 @@ def test_comparison_job_takes_an_mm_config(mm, tmp_path):
     import json
 
     from hydra_dense.compare import main as compare_main
-    from tests.test_segmentation import make_ade
-    from tests.tiny_runs import ROOT
+    from tests.helpers.images import make_ade
+    from tests.helpers.tiny_runs import ROOT
 
     root = make_ade(tmp_path / "ade", n_train=8, n_val=2, size=112)
     opts = json.dumps({f"{s}_dataloader.dataset.data_root": str(root) for s in ("train", "val")})

@@ -14,7 +14,7 @@ import torch.nn.functional as F
 from PIL import Image
 
 from hydra_dense.predict import PredictInputs, find_predict_files, sliding_window_labels
-from tests.tiny_runs import ok, train, write_config
+from tests.helpers.tiny_runs import ok, train, write_config
 
 
 def _image(path, h, w, seed=0):

@@ -1,5 +1,4 @@
 """Segmentation: dataset layouts, bad input, sliding window, a real learning signal, YAML configs."""
-from pathlib import Path
 
 import lightning as L
 import numpy as np
@@ -7,45 +6,10 @@ import pytest
 import torch
 from PIL import Image
 
-from hydra_dense.backbones import ViT
 from hydra_dense.data.segmentation import SampleError, SegmentationDataModule, collate_segmentation
 from hydra_dense.tasks import SegmentationTask
-
-COLOURS = [(230, 40, 40), (40, 230, 40), (40, 40, 230)]
-
-
-def scene(rng, size=32):
-    """Background + up to 3 coloured rectangles; class = colour index + 1."""
-    img = np.full((size, size, 3), 20, np.uint8)
-    mask = np.zeros((size, size), np.uint8)
-    for c in rng.permutation(3)[: rng.integers(1, 4)]:
-        y, x = rng.integers(0, size - 10, 2)
-        h, w = rng.integers(6, 14, 2)
-        img[y:y + h, x:x + w] = COLOURS[c]
-        mask[y:y + h, x:x + w] = c + 1
-    return img, mask
-
-
-def write(path: Path, arr, fmt=None):
-    path.parent.mkdir(parents=True, exist_ok=True)
-    Image.fromarray(arr).save(path, format=fmt)
-
-
-def make_ade(root: Path, n_train=24, n_val=8, size=32, zero_label=False):
-    rng = np.random.default_rng(0)
-    for split, n in (("training", n_train), ("validation", n_val)):
-        for i in range(n):
-            img, mask = scene(rng, size)
-            if zero_label:
-                mask = mask + 1  # ADE20K: 0 = "other", real classes from 1
-            write(root / "images" / split / f"ADE_{i:04d}.jpg", img)
-            write(root / "annotations" / split / f"ADE_{i:04d}.png", mask)
-    return root
-
-
-def tiny_backbone(**kw):
-    kw.setdefault("out_indices", [0, 1])
-    return ViT(None, embed_dim=32, depth=2, num_heads=2, patch_size=4, img_size=32, **kw)
+from tests.helpers.images import make_ade, scene, tiny_backbone, write
+from tests.helpers.tiny_runs import ROOT
 
 
 def test_ade20k_layout_and_reduce_zero_label(tmp_path):
@@ -177,7 +141,7 @@ def test_training_raises_miou(tmp_path):
     assert list((tmp_path / "overlays").glob("*.png")), "validation overlays are written as PNG"
 
 
-CONFIGS = sorted((Path(__file__).parent.parent / "configs" / "segmentation").glob("*.yaml"))
+CONFIGS = sorted((ROOT / "configs" / "segmentation").glob("*.yaml"))
 
 
 @pytest.mark.parametrize("path", CONFIGS, ids=lambda p: p.stem)
@@ -196,8 +160,8 @@ def test_backbone_swap_from_command_line(tmp_path):
     from hydra_dense.cli import main
 
     root = make_ade(tmp_path / "data", n_train=2, n_val=1)
-    cfg = Path(__file__).parent.parent / "configs" / "segmentation" / "demo_digits.yaml"
-    swap = Path(__file__).parent.parent / "configs" / "backbones" / "vit_s16_hydra.yaml"
+    cfg = ROOT / "configs" / "segmentation" / "demo_digits.yaml"
+    swap = ROOT / "configs" / "backbones" / "vit_s16_hydra.yaml"
     cli = main(["--config", str(cfg), f"--data.init_args.root={root}", f"--model.init_args.backbone={swap}",
                 f"--trainer.default_root_dir={tmp_path}"], run=False)
     assert cli.model.backbone.attention_kinds == ["hydra"] * 12 and cli.model.backbone.patch_size == 16

@@ -6,7 +6,7 @@ import torch
 from hydra_dense.attention import AttentionPlan, TokenLayout, build_attention
 from hydra_dense.backbones import ViT
 
-from .test_local_mixing import assert_padding_invariant
+from tests.helpers.mixing import assert_padding_invariant
 
 
 def quadratic_hydra_mean(q, k, v, pad=None):

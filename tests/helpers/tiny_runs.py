@@ -11,7 +11,7 @@ from pathlib import Path
 import torch
 import yaml
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]  # the repository
 TRAIN = ROOT / "tools" / "train.py"
 
 COMMON_TRAINER = dict(accelerator="cpu", devices=1, check_val_every_n_epoch=None, log_every_n_steps=1,
@@ -20,7 +20,7 @@ COMMON_TRAINER = dict(accelerator="cpu", devices=1, check_val_every_n_epoch=None
 
 
 def seg_config(data: Path, steps: int = 12, val_every: int = 6) -> dict:
-    from tests.test_segmentation import make_ade
+    from tests.helpers.images import make_ade
 
     if not (data / "images").is_dir():
         make_ade(data, n_train=20, n_val=5, size=32)  # 5 val images: uneven over 2 ranks

@@ -1,0 +1,1 @@
+"""Helpers shared by the tests: tiny data, tiny runs, crash callbacks."""
