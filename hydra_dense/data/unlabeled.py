@@ -86,11 +86,9 @@ class UnlabeledImageDataModule(SplitDataModule):
     Args:
         root: folder(s) searched recursively for images (any size).
         val_root: held-out folder(s); without it, every ``val_every``-th image of ``root`` is held out.
-        task_config: a task YAML (e.g. ``configs/segmentation/demo_digits.yaml``), instead of or
-            besides ``root``: its ``data:`` module is built and the image files of its training split
-            are used (labels are never read); validation images come from ``val_root`` or are held out.
-        task_overrides: CLI overrides applied to ``task_config`` first, as the task's own run had them
-            (e.g. ``["--data.init_args.root=/data/ADEChallengeData2016"]``).
+        train_files: image files to train on, instead of or besides ``root`` (a caller's list: the
+            training split of a task, see :class:`~hydra_dense.convert.ConversionImages`);
+            validation images come from ``val_root`` or are held out.
         crop_size: side of the square crops (sets the token count: ``(crop_size / patch)^2``).
         scale_range: area fraction of the image a crop covers before resizing (RandomResizedCrop).
         hflip: random horizontal flips for training crops.
@@ -101,8 +99,7 @@ class UnlabeledImageDataModule(SplitDataModule):
         self,
         root: Union[str, list[str], None] = None,
         val_root: Union[str, list[str], None] = None,
-        task_config: Optional[str] = None,
-        task_overrides: Optional[list[str]] = None,
+        train_files: Optional[Sequence[Union[str, Path]]] = None,
         crop_size: int = 224,
         scale_range: tuple[float, float] = (0.25, 1.0),
         hflip: bool = True,
@@ -116,14 +113,14 @@ class UnlabeledImageDataModule(SplitDataModule):
         std: tuple[float, float, float] = IMAGENET_STD,
     ) -> None:
         super().__init__()
-        self.save_hyperparameters()
-        if root is None and task_config is None:
-            raise ValueError("data: give data.root (image folders), data.task_config (a task YAML) or both")
+        self.save_hyperparameters(ignore=["train_files"])  # a list of every file: too long for hparams
+        if root is None and not train_files:
+            raise ValueError("data: give data.root (image folders), image files, or both")
         if crop_size < 1 or val_every < 2:
             raise ValueError(f"data: crop_size must be >= 1 and val_every >= 2, got {crop_size} and {val_every}")
         train = self._folders(root, "data.root") if root is not None else []
-        if task_config:
-            train += self._task_images(task_config, task_overrides or [])
+        self.listed_files = len(train_files or [])
+        train += [Path(f) for f in train_files or []]
         if val_root is not None:
             val = self._folders(val_root, "data.val_root")
         else:
@@ -137,46 +134,6 @@ class UnlabeledImageDataModule(SplitDataModule):
     @staticmethod
     def _folders(roots: Union[str, list[str]], key: str) -> list[Path]:
         return [f for r in ([roots] if isinstance(roots, str) else roots) for f in find_images(r, key)]
-
-    @staticmethod
-    def _task_images(config: str, overrides: Sequence[str] = ()) -> list[Path]:
-        """Image files of the training split of the data module a task YAML (after ``overrides``) declares."""
-        import contextvars
-        import importlib
-
-        import yaml
-
-        path = Path(config).expanduser()
-        if not path.is_file():
-            raise FileNotFoundError(f"data.task_config: {path} does not exist")
-        if overrides:
-            from jsonargparse import Namespace
-
-            from ..cli import parse_config
-
-            parsed = parse_config(["--config", str(path), *overrides]).get("data")
-            data = parsed.as_dict() if isinstance(parsed, Namespace) else parsed
-        else:
-            data = (yaml.safe_load(path.read_text()) or {}).get("data")
-        if not isinstance(data, dict) or "class_path" not in data:
-            raise ValueError(f"data.task_config: {path} has no data: section with a class_path")
-        data = {k: v for k, v in data.items() if not k.startswith("__")}  # jsonargparse's own bookkeeping
-        module, _, name = data["class_path"].rpartition(".")
-        # built in an empty context: LightningCLI hands its own init_args to save_hyperparameters
-        # through a context variable, which would otherwise replace the task data module's
-        dm = contextvars.Context().run(getattr(importlib.import_module(module), name), **data.get("init_args", {}))
-        dm.setup("fit")
-        dataset = dm.datasets["train"]
-        if hasattr(dataset, "pairs"):  # segmentation: (image, mask) pairs; the masks are not opened
-            files = [Path(p[0]) for p in dataset.pairs]
-        elif hasattr(dataset, "records"):  # detection: the image of each record; boxes are not used
-            files = [Path(r.path) for r in dataset.records]
-        else:
-            raise ValueError(f"data.task_config: {path}'s {name} has no image files to take (video data is not "
-                             "supported; use data.root with extracted frames)")
-        if not files:
-            raise ValueError(f"data.task_config: the training split of {path} has no images")
-        return files
 
     def _transform(self) -> v2.Compose:
         h = self.hparams
@@ -195,11 +152,12 @@ class UnlabeledImageDataModule(SplitDataModule):
     def collate_fn(self):
         return collate_unlabeled
 
+    def _listed_source(self) -> list[str]:
+        return [f"{self.listed_files} listed files"] if self.listed_files else []
+
     def describe(self) -> str:
         """One line for tables: where the images come from and how many."""
         h = self.hparams
-        sources = ([str(h.root)] if h.root is not None else []) + (
-            [f"task {h.task_config} (train split, labels unused)"] if h.task_config else [])
-        source = " + ".join(sources)
+        source = " + ".join(([str(h.root)] if h.root is not None else []) + self._listed_source())
         return f"{source}: {len(self.files['train'])} train / {len(self.files['val'])} val images, crops {h.crop_size}px"
 

@@ -133,7 +133,7 @@ def test_seeds_are_honoured_and_reported_as_mean_and_std(tmp_path):
 def test_eval_sizes_score_every_run_on_more_tokens_and_fill_in_reused_runs(tmp_path):
     """--eval-sizes validates each run again with resized validation images; at the images' own size
     (32) that is the native score, and a later comparison adds a new size from the saved weights."""
-    from hydra_dense.compare import _run_key
+    from hydra_dense.compare.runs import run_key as _run_key
 
     config = compare_seg_config(tmp_path)
     cfg = tmp_path / "key.yaml"
@@ -197,7 +197,7 @@ def test_converted_recipe_runs_the_conversion_once_and_caches_it(tmp_path, monke
                                                                          "init_args": {"size": "tiny", "plan": {
                                                                              "default": "hydra", "local": "dwc3"}}},
                                                             "lr": 3e-3, "warmup_steps": 1}},
-                                    "data": {"class_path": "hydra_dense.data.UnlabeledImageDataModule",
+                                    "data": {"class_path": "hydra_dense.convert.ConversionImages",
                                              "init_args": {"root": str(images), "crop_size": 32, "batch_size": 4,
                                                            "val_batch_size": 4, "num_workers": 0, "val_every": 4}}}))
     cfg = tmp_path / "cfg.yaml"
@@ -378,7 +378,7 @@ def test_from_msa_recipes_convert_each_seeds_msa_run_on_the_task_images(tmp_path
         "model": {"class_path": "hydra_dense.convert.ConversionTask", "init_args": {
             "backbone": {"class_path": "hydra_dense.backbones.ViT", "init_args": {"size": "tiny"}},
             "lr": 3e-3, "warmup_steps": 1}},
-        "data": {"class_path": "hydra_dense.data.UnlabeledImageDataModule", "init_args": {
+        "data": {"class_path": "hydra_dense.convert.ConversionImages", "init_args": {
             "task_config": "placeholder.yaml", "val_every": 4, "crop_size": 32, "batch_size": 4,
             "val_batch_size": 4, "num_workers": 0}}}))
     out = tmp_path / "out"

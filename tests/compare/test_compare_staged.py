@@ -84,7 +84,7 @@ def test_distilled_recipe_fine_tunes_the_conversion_with_the_msa_weights_as_teac
                     "val_check_interval": 2, "check_val_every_n_epoch": None},
         "model": {"class_path": "hydra_dense.convert.ConversionTask", "init_args": {
             "backbone": {"class_path": "hydra_dense.backbones.ViT", "init_args": {"size": "tiny"}}}},
-        "data": {"class_path": "hydra_dense.data.UnlabeledImageDataModule", "init_args": {
+        "data": {"class_path": "hydra_dense.convert.ConversionImages", "init_args": {
             "root": str(images), "val_every": 4, "crop_size": 32, "batch_size": 4, "num_workers": 0}}}))
     out = tmp_path / "out"
     assert compare_main(["--config", str(cfg), "--pretrained", str(source), "--plans", "msa,hydra+dwc3@distilled",

@@ -130,7 +130,7 @@ def _config(images, source, out, tmp_path, steps=8):
             backbone=dict(class_path="hydra_dense.backbones.ViT", init_args=dict(VIT, plan={"default": "hydra",
                                                                                           "local": "dwc3"})),
             source=str(source), output=str(out), lr=3e-3, warmup_steps=2)),
-        data=dict(class_path="hydra_dense.data.UnlabeledImageDataModule", init_args=dict(
+        data=dict(class_path="hydra_dense.convert.ConversionImages", init_args=dict(
             root=str(images), crop_size=32, batch_size=4, val_batch_size=4, num_workers=0, val_every=4)))
     path = tmp_path / "convert.yaml"
     path.write_text(yaml.safe_dump(cfg))
