@@ -63,9 +63,26 @@ def pretrained_weights(mode: str) -> Optional[str]:
 
 
 def uses_pretrained(config: Path) -> bool:
-    """Image-ViT task configs take the pretrained image weights; video ViTs and mm configs do not."""
-    text = config.read_text()
-    return "VideoViT" not in text and "hydra_dense.mm" not in text
+    """Image-ViT task configs take the pretrained image weights; video ViTs and mm configs do not
+    (read from the config's ``model`` and backbone ``class_path``)."""
+    model = _section(config, "model")
+    backbone = (model.get("init_args") or {}).get("backbone")
+    if isinstance(backbone, str):  # a backbone YAML file, as LightningCLI takes it
+        # relative to the config's folder first, as jsonargparse resolves it
+        found = [p for p in (config.parent / backbone, Path(backbone).expanduser(), repo_root() / backbone)
+                 if p.is_file()]
+        backbone = _section(found[0], None) if found else {}
+    backbone_class = backbone.get("class_path", "") if isinstance(backbone, dict) else ""
+    return not str(model.get("class_path", "")).startswith("hydra_dense.mm") and \
+        backbone_class.rpartition(".")[2] != "VideoViT"
+
+
+def _section(path: Path, key: Optional[str]) -> dict:
+    import yaml
+
+    loaded = yaml.safe_load(Path(path).read_text()) or {}
+    part = loaded.get(key) if key else loaded
+    return part if isinstance(part, dict) else {}
 
 
 def build_run(config: Path, overrides: list[str], root_dir: Path, plan_name: Optional[str] = None,
