@@ -17,10 +17,10 @@ Every attention module here subclasses timm's :class:`~timm.layers.Attention`, s
 own the same parameters (``qkv``, ``proj`` and, if enabled, ``q_norm`` / ``k_norm``) and one
 state dict initialises any of them: an MSA-pretrained ViT initialises a Hydra or hybrid one.
 """
-from .modules import (ATTENTION_KINDS, AttentionKind, GlobalLinearAttention, HydraAttention, LinearAttention,
+from .modules import (ATTENTION_CLASSES, ATTENTION_KINDS, AttentionKind, GlobalLinearAttention, HydraAttention, LinearAttention,
                       MSAttention, NoMixAttention, PlannedAttention, WindowMSAttention, build_attention)
 from .layout import TokenLayout
-from .ops import FUSED_MIN_NUMEL, HYDRA_EPS, KernelName, hydra_attention, hydra_attention_eager, linear_attention
+from .ops import FUSED_MIN_NUMEL, HYDRA_EPS, FeatureMapName, hydra_attention, hydra_attention_eager, linear_attention
 from .plan import LOCAL_KINDS, LOCAL_NAMES, PLAN_NAMES, AttentionPlan
 
 __all__ = [
@@ -42,7 +42,8 @@ __all__ = [
     "LOCAL_KINDS",
     "PLAN_NAMES",
     "LOCAL_NAMES",
-    "KernelName",
+    "FeatureMapName",
+    "ATTENTION_CLASSES",
     "HYDRA_EPS",
     "FUSED_MIN_NUMEL",
 ]

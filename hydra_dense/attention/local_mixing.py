@@ -31,6 +31,7 @@ their outputs are zero. Names used in attention plans (``plan: {default: hydra, 
 """
 from __future__ import annotations
 
+import functools
 import math
 import re
 from dataclasses import dataclass
@@ -52,18 +53,19 @@ _WINDOW = re.compile(r"win(\d+)(_shift)?")
 
 @dataclass(frozen=True)
 class LocalMixSpec:
-    """A parsed local-mixing name: the convolution branch (odd ``kernel`` size, 0 = none; ``source``
+    """A parsed local-mixing name: the convolution branch (odd ``conv_size``, 0 = none; ``source``
     tensor; ``spatial_only`` for videos) and the window-softmax branch (``window`` side, 0 = none;
     ``shifted``: windows moved by ``window // 2`` in odd blocks)."""
 
     name: str
-    kernel: int = 0
+    conv_size: int = 0
     source: Literal["v", "x", "kv"] = "v"
     spatial_only: bool = False
     window: int = 0
     shifted: bool = False
 
 
+@functools.lru_cache(maxsize=None)
 def parse_local(name: Optional[str]) -> Optional[LocalMixSpec]:
     """``"dwc3"`` / ``"dwc5_x"`` / ``"dwc3_kv"`` / ``"dwc3_2d"`` / ``"win4"`` / ``"win4+dwc7"`` ->
     :class:`LocalMixSpec`; None or ``"none"`` -> None."""
@@ -81,9 +83,9 @@ def parse_local(name: Optional[str]) -> Optional[LocalMixSpec]:
                 raise ValueError(f"local mixing {name!r}: the window must be at least 1 token, got {window}")
             continue
         conv = m
-        kernel = int(m.group(1))
-        if kernel < 1 or kernel % 2 == 0:
-            raise ValueError(f"local mixing {name!r}: the kernel size must be odd (3, 5, 7, ...), got {kernel}")
+        conv_size = int(m.group(1))
+        if conv_size < 1 or conv_size % 2 == 0:
+            raise ValueError(f"local mixing {name!r}: the convolution size must be odd (3, 5, 7, ...), got {conv_size}")
     if conv is None:
         return LocalMixSpec(str(name), window=window, shifted=shifted)
     return LocalMixSpec(str(name), int(conv.group(1)), (conv.group(2) or "_v")[1:], bool(conv.group(3)), window,
@@ -108,14 +110,14 @@ class LocalMixing(nn.Module):
 
     def __init__(self, dim: int, spec: LocalMixSpec, grid_dims: int = 2) -> None:
         super().__init__()
-        if spec.kernel < 1:
+        if spec.conv_size < 1:
             raise ValueError(f"LocalMixing: local mixing {spec.name!r} has no convolution")
         if grid_dims not in _CONVS:
             raise ValueError(f"LocalMixing: grid_dims must be 1, 2 or 3, got {grid_dims}")
-        k = spec.kernel
-        kernel = (1, k, k) if spec.spatial_only and grid_dims == 3 else (k,) * grid_dims
+        k = spec.conv_size
+        size = (1, k, k) if spec.spatial_only and grid_dims == 3 else (k,) * grid_dims
         self.spec, self.grid_dims = spec, grid_dims
-        self.conv = _CONVS[grid_dims](dim, dim, kernel, padding=tuple(s // 2 for s in kernel), groups=dim)
+        self.conv = _CONVS[grid_dims](dim, dim, size, padding=tuple(s // 2 for s in size), groups=dim)
         nn.init.zeros_(self.conv.weight)
         nn.init.zeros_(self.conv.bias)
 

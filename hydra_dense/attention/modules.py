@@ -19,11 +19,11 @@ from .layout import TokenLayout
 from .local_mixing import LocalMixing, parse_local
 from .local_window import WindowSoftmaxBranch
 from .windows import keep_one_key, partition, unpartition, window_grid, window_key_mask
-from .ops import KernelName, _kernel, aft_simple, hydra_attention, linear_attention, poly_nl
+from .ops import FeatureMapName, aft_simple, feature_map_by_name, hydra_attention, linear_attention, poly_nl
 
 __all__ = ["TokenLayout", "PlannedAttention", "MSAttention", "GlobalLinearAttention", "HydraAttention",
            "LinearAttention", "NoMixAttention", "WindowMSAttention", "AFTSimpleAttention", "PolyNLAttention",
-           "build_attention", "AttentionKind", "ATTENTION_KINDS"]
+           "build_attention", "AttentionKind", "ATTENTION_KINDS", "ATTENTION_CLASSES", "LOCAL_PLACEMENT"]
 
 AttentionKind = Literal["msa", "hydra", "window", "none", "linear", "aft", "polynl"]
 ATTENTION_KINDS: tuple[str, ...] = get_args(AttentionKind)
@@ -37,16 +37,22 @@ class PlannedAttention(TimmAttention):
     """
 
     kind: str = "base"
+    # the AttentionPlan fields this kind takes (AttentionPlan.block_arguments passes exactly these)
+    plan_options: tuple[str, ...] = ()
 
     def __init__(self, dim: int, num_heads: int = 8, qkv_bias: bool = True, qk_norm: bool = False,
                  proj_bias: bool = True, attn_drop: float = 0.0, proj_drop: float = 0.0,
-                 norm_layer: Optional[type[nn.Module]] = None, **_: object) -> None:
+                 norm_layer: Optional[type[nn.Module]] = None, **timm_arguments) -> None:
+        # timm's Block builds its attention with more arguments (scale_norm, device, dtype): they go to
+        # timm's Attention, which refuses any it does not know
         if qk_norm and norm_layer is None:
             norm_layer = nn.LayerNorm
         super().__init__(dim, num_heads=num_heads, qkv_bias=qkv_bias, qk_norm=qk_norm, proj_bias=proj_bias,
-                         attn_drop=attn_drop, proj_drop=proj_drop, norm_layer=norm_layer)
-        self._ctor = dict(dim=dim, num_heads=num_heads, qkv_bias=qkv_bias, qk_norm=qk_norm, proj_bias=proj_bias,
-                          attn_drop=attn_drop, proj_drop=proj_drop, norm_layer=norm_layer)
+                         attn_drop=attn_drop, proj_drop=proj_drop, norm_layer=norm_layer, **timm_arguments)
+        self.plan_arguments: dict = {}  # what build_attention passed from the plan (set there)
+        self._init_args = dict(dim=dim, num_heads=num_heads, qkv_bias=qkv_bias, qk_norm=qk_norm, proj_bias=proj_bias,
+                               attn_drop=attn_drop, proj_drop=proj_drop, norm_layer=norm_layer,
+                               **{k: v for k, v in timm_arguments.items() if k not in ("device", "dtype")})
 
     def _check(self, x: torch.Tensor, layout: Optional[TokenLayout]) -> None:
         if x.dim() != 3 or x.shape[-1] != self.qkv.in_features:
@@ -68,7 +74,8 @@ class PlannedAttention(TimmAttention):
         q, k, v = qkv.unbind(0)
         return self.q_norm(q), self.k_norm(k), v
 
-    def _out(self, x: torch.Tensor) -> torch.Tensor:
+    def _project(self, x: torch.Tensor) -> torch.Tensor:
+        """Heads merged ``(B, N, D)`` -> the block's output projection."""
         return self.proj_drop(self.proj(self.norm(x)))
 
     def forward(self, x: torch.Tensor, layout: Optional[TokenLayout] = None) -> torch.Tensor:  # noqa: D102
@@ -92,14 +99,14 @@ class MSAttention(PlannedAttention):
             mask = ~layout.key_padding_mask[:, None, None, :]  # True = may attend
         out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask,
                                              dropout_p=self.attn_drop.p if self.training else 0.0)
-        return self._out(out.transpose(1, 2).reshape(B, N, D))
+        return self._project(out.transpose(1, 2).reshape(B, N, D))
 
 
 class GlobalLinearAttention(PlannedAttention):
     """Base of the global linear attentions (Hydra, multi-head linear): an optional local branch.
 
     ``local`` names a :mod:`~hydra_dense.attention.local_mixing` variant (``"dwc3"``, ``"win4"``, ``"win4+dwc7"``
-    ...) over the token grid (``local_dims`` = 2 for images, 3 for video, 1 for a temporal axis),
+    ...) over the token grid (``grid_dims`` = 2 for images, 3 for video, 1 for a temporal axis),
     added to the global output before ``proj``: a zero-initialised depthwise convolution (parameters
     ``local.conv.*``) and / or gated window softmax with the block's own heads (``local_window.gate``,
     :mod:`~hydra_dense.attention.local_window`; ``local_shifted``: this block's windows are the shifted ones of a
@@ -108,20 +115,21 @@ class GlobalLinearAttention(PlannedAttention):
     token count (Hydra and linear attention; the plan passes it to those kinds only).
     """
 
-    kv_local = True  # the kernel is a feature map phi: a ``source="kv"`` branch is defined
+    plan_options = ("local", "token_mean")
+    has_feature_map = True  # the global op has a feature map phi: a ``source="kv"`` branch is defined
 
-    def __init__(self, dim: int, num_heads: int = 8, local: Optional[str] = None, local_dims: int = 2,
+    def __init__(self, dim: int, num_heads: int = 8, local: Optional[str] = None, grid_dims: int = 2,
                  local_shifted: bool = False, token_mean: bool = False, **kwargs) -> None:
         super().__init__(dim, num_heads=num_heads, **kwargs)
         self.token_mean = token_mean
         spec = parse_local(local)
-        if spec is not None and spec.kernel and spec.source == "kv" and not self.kv_local:
+        if spec is not None and spec.conv_size and spec.source == "kv" and not self.has_feature_map:
             raise ValueError(f"{type(self).__name__}: local mixing {local!r} restricts Hydra's kernel to a "
                              f"neighbourhood; {self.kind!r} blocks take a branch on v or x (dwc3, dwc5_x, ...)")
         self.local_spec = spec
-        self.local = LocalMixing(dim, spec, local_dims) if spec is not None and spec.kernel else None
+        self.local = LocalMixing(dim, spec, grid_dims) if spec is not None and spec.conv_size else None
         shift = spec.window // 2 if spec is not None and spec.shifted and local_shifted else 0
-        self.local_window = (WindowSoftmaxBranch(dim, num_heads, spec.window, local_dims, shift)
+        self.local_window = (WindowSoftmaxBranch(dim, num_heads, spec.window, grid_dims, shift)
                              if spec is not None and spec.window else None)
 
     @property
@@ -137,7 +145,7 @@ class GlobalLinearAttention(PlannedAttention):
 
     def _phi(self, t: torch.Tensor) -> torch.Tensor:
         """The feature map of the global op (Hydra: the cosine kernel), in fp32."""
-        return _kernel("cosine")(t)
+        return feature_map_by_name("cosine")(t)
 
     def _global(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: Optional[torch.Tensor]) -> torch.Tensor:
         """The global token mixing on ``(B, N, D)`` q, k, v (padded keys masked): the subclass's op."""
@@ -147,27 +155,27 @@ class GlobalLinearAttention(PlannedAttention):
         self._check(x, layout)
         q, k, v = self._qkv_flat(x)
         mask = layout.key_padding_mask if layout is not None else None
-        return self._mix_out(self._global(q, k, v, mask), x, q, k, v, layout)
+        return self._add_local_and_project(self._global(q, k, v, mask), x, q, k, v, layout)
 
-    def _mix_out(self, glob: torch.Tensor, x: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+    def _add_local_and_project(self, global_out: torch.Tensor, x: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
                  layout: Optional[TokenLayout]) -> torch.Tensor:
         if self.token_mean:
             mask = layout.key_padding_mask if layout is not None else None
             # a (B, 1, 1) count per image: scaling the output equals scaling kv, and leaves the op's kernels alone
-            count = (~mask).sum(-1)[:, None, None] if mask is not None else glob.new_full((1, 1, 1), glob.shape[-2])
-            glob = glob / count.clamp_min(1).to(glob.dtype)
+            count = (~mask).sum(-1)[:, None, None] if mask is not None else global_out.new_full((1, 1, 1), global_out.shape[-2])
+            global_out = global_out / count.clamp_min(1).to(global_out.dtype)
         if self.local_window is not None:
-            glob = glob + self.local_window(q, k, v, layout).to(glob.dtype)
+            global_out = global_out + self.local_window(q, k, v, layout).to(global_out.dtype)
         if self.local is not None:
             source = self.local.spec.source
             if source == "kv":  # local Hydra: D * phi(q) * dwc(phi(k) * v)
                 # phi(q)_d * phi(k)_d is ~1/D per channel: the factor D gives the branch unit scale,
                 # so its conv weights learn at the pace of the other variants'
                 local = q.shape[-1] * self._phi(q) * self.local((self._phi(k) * v.float()).to(v.dtype), layout).float()
-                glob = glob + local.to(glob.dtype)
+                global_out = global_out + local.to(global_out.dtype)
             else:
-                glob = glob + self.local(x if source == "x" else v, layout)
-        return self._out(glob)
+                global_out = global_out + self.local(x if source == "x" else v, layout)
+        return self._project(global_out)
 
     def extra_repr(self) -> str:
         mean = ", token_mean=True" if self.token_mean else ""
@@ -191,28 +199,30 @@ class LinearAttention(GlobalLinearAttention):
     """Multi-head linear attention with ``linear_heads`` heads and a decomposable kernel (ablations)."""
 
     kind = "linear"
+    plan_options = ("local", "token_mean", "linear_heads", "feature_map")
 
     def __init__(self, dim: int, num_heads: int = 8, linear_heads: Optional[int] = None,
-                 kernel: KernelName = "cosine", **kwargs) -> None:
+                 feature_map: FeatureMapName = "cosine", **kwargs) -> None:
         super().__init__(dim, num_heads=num_heads, **kwargs)
         self.linear_heads = linear_heads or num_heads
         if dim % self.linear_heads:
             raise ValueError(f"LinearAttention: dim={dim} not divisible by linear_heads={self.linear_heads}")
-        _kernel(kernel)  # validates the name
-        self.kernel = kernel
+        feature_map_by_name(feature_map)  # validates the name
+        self.feature_map = feature_map
 
     def forward(self, x: torch.Tensor, layout: Optional[TokenLayout] = None) -> torch.Tensor:
         self._check(x, layout)
         B, N, D = x.shape
         q, k, v = self.qkv(x).unflatten(-1, (3, D)).unbind(-2)
         mask = layout.key_padding_mask if layout is not None else None
-        return self._mix_out(linear_attention(q, k, v, self.linear_heads, self.kernel, mask), x, q, k, v, layout)
+        out = linear_attention(q, k, v, self.linear_heads, self.feature_map, mask)
+        return self._add_local_and_project(out, x, q, k, v, layout)
 
     def _phi(self, t: torch.Tensor) -> torch.Tensor:
-        return _kernel(self.kernel)(t)
+        return feature_map_by_name(self.feature_map)(t)
 
     def extra_repr(self) -> str:
-        return super().extra_repr() + f", linear_heads={self.linear_heads}, kernel={self.kernel}"
+        return super().extra_repr() + f", linear_heads={self.linear_heads}, feature_map={self.feature_map}"
 
 
 class AFTSimpleAttention(GlobalLinearAttention):
@@ -220,7 +230,8 @@ class AFTSimpleAttention(GlobalLinearAttention):
     ``sigmoid(q) * sum_t softmax_t(k) * v``, per channel. Takes a local branch on v or x."""
 
     kind = "aft"
-    kv_local = False
+    plan_options = ("local",)
+    has_feature_map = False
 
     def _global(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: Optional[torch.Tensor]) -> torch.Tensor:
         return aft_simple(q, k, v, key_padding_mask=mask)
@@ -231,7 +242,8 @@ class PolyNLAttention(GlobalLinearAttention):
     Attention's parameters: ``q * mean_t(k * v)``. Takes a local branch on v or x."""
 
     kind = "polynl"
-    kv_local = False
+    plan_options = ("local",)
+    has_feature_map = False
 
     def _global(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: Optional[torch.Tensor]) -> torch.Tensor:
         return poly_nl(q, k, v, key_padding_mask=mask)
@@ -246,7 +258,7 @@ class NoMixAttention(PlannedAttention):
         self._check(x, layout)
         D = x.shape[-1]
         v = self.qkv(x).unflatten(-1, (3, D))[..., 2, :]
-        return self._out(v)
+        return self._project(v)
 
 
 class WindowMSAttention(PlannedAttention):
@@ -259,6 +271,7 @@ class WindowMSAttention(PlannedAttention):
     """
 
     kind = "window"
+    plan_options = ("window_size", "rel_pos")
 
     def __init__(self, dim: int, num_heads: int = 8, window_size: int = 14, rel_pos: bool = False,
                  **kwargs) -> None:
@@ -300,13 +313,14 @@ class WindowMSAttention(PlannedAttention):
         o = F.scaled_dot_product_attention(qw, kw, vw, attn_mask=bias,
                                            dropout_p=self.attn_drop.p if self.training else 0.0)
         out = torch.cat([out_prefix, unpartition(o, cut)], dim=2).transpose(1, 2).reshape(B, N, D)
-        return self._out(out)
+        return self._project(out)
 
     def extra_repr(self) -> str:
         return super().extra_repr() + f", window_size={self.window_size}, rel_pos={self.use_rel_pos}"
 
 
-_MODULES: dict[str, type[PlannedAttention]] = {
+# every attention kind and its class: what each kind takes is its class's ``plan_options``
+ATTENTION_CLASSES: dict[str, type[PlannedAttention]] = {
     "msa": MSAttention,
     "hydra": HydraAttention,
     "window": WindowMSAttention,
@@ -315,16 +329,26 @@ _MODULES: dict[str, type[PlannedAttention]] = {
     "aft": AFTSimpleAttention,
     "polynl": PolyNLAttention,
 }
+# where a block's local branch runs, given by the backbone to kinds that take ``local``
+LOCAL_PLACEMENT = ("grid_dims", "local_shifted")
 
 
 def build_attention(kind: str, dim: int, num_heads: int, **kwargs) -> PlannedAttention:
-    """Build the attention module for ``kind`` (one of :data:`ATTENTION_KINDS`)."""
-    if kind not in _MODULES:
+    """Build the attention module for ``kind`` (one of :data:`ATTENTION_KINDS`).
+
+    ``kwargs``: timm Attention's arguments (``qkv_bias``, ``qk_norm``, ...) and the kind's own
+    ``plan_options`` (plus :data:`LOCAL_PLACEMENT` for kinds that take ``local``); an argument the
+    kind does not take is an error. The plan's arguments are kept as ``plan_arguments``.
+    """
+    if kind not in ATTENTION_CLASSES:
         raise ValueError(f"unknown attention {kind!r}; choose from {list(ATTENTION_KINDS)}")
-    local = ("local", "local_dims", "local_shifted")
-    own = {"window": ("window_size", "rel_pos"), "linear": ("linear_heads", "kernel", *local, "token_mean"),
-           "hydra": (*local, "token_mean"), "aft": local, "polynl": local}
-    specific = {"window_size", "rel_pos", "linear_heads", "kernel", "token_mean", *local}
-    common = {k: v for k, v in kwargs.items() if k not in specific}
-    extra = {k: kwargs[k] for k in own.get(kind, ()) if k in kwargs}
-    return _MODULES[kind](dim, num_heads=num_heads, **extra, **common)
+    cls = ATTENTION_CLASSES[kind]
+    own = set(cls.plan_options) | (set(LOCAL_PLACEMENT) if "local" in cls.plan_options else set())
+    every_option = {o for c in ATTENTION_CLASSES.values() for o in c.plan_options} | set(LOCAL_PLACEMENT)
+    foreign = sorted(set(kwargs) & every_option - own)
+    if foreign:
+        raise ValueError(f"attention {kind!r} does not take {', '.join(foreign)}; it takes "
+                         f"{', '.join(sorted(own)) or 'no plan options'}")
+    module = cls(dim, num_heads=num_heads, **kwargs)
+    module.plan_arguments = {k: v for k, v in kwargs.items() if k in own}
+    return module

@@ -14,10 +14,10 @@ import torch
 import torch.nn.functional as F
 
 __all__ = ["hydra_attention", "hydra_attention_eager", "linear_attention", "aft_simple", "aft_simple_eager",
-           "poly_nl", "poly_nl_eager", "KernelName", "HYDRA_EPS",
+           "poly_nl", "poly_nl_eager", "FeatureMapName", "feature_map_by_name", "HYDRA_EPS",
            "FUSED_MIN_NUMEL"]
 
-KernelName = Literal["cosine", "relu", "elu", "sigmoid", "identity"]
+FeatureMapName = Literal["cosine", "relu", "elu", "sigmoid", "identity"]  # phi of linear attention
 
 
 # Added to ||x||^2 before the rsqrt. The norm is always formed in fp32 (never in fp16/bf16, where
@@ -173,17 +173,18 @@ def hydra_attention(
     return hydra_attention_eager(q, k, v, key_padding_mask)
 
 
-def _kernel(name: str) -> Callable[[torch.Tensor], torch.Tensor]:
-    kernels: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
+def feature_map_by_name(name: str) -> Callable[[torch.Tensor], torch.Tensor]:
+    """The feature map ``phi`` called ``name`` (fp32 out)."""
+    maps: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
         "cosine": _cosine,
         "relu": lambda x: F.relu(_acc(x)),
         "elu": lambda x: F.elu(_acc(x)) + 1.0,
         "sigmoid": lambda x: torch.sigmoid(_acc(x)),
         "identity": _acc,
     }
-    if name not in kernels:
-        raise ValueError(f"unknown linear-attention kernel {name!r}; choose from {sorted(kernels)}")
-    return kernels[name]
+    if name not in maps:
+        raise ValueError(f"unknown linear-attention feature map {name!r}; choose from {sorted(maps)}")
+    return maps[name]
 
 
 def linear_attention(
@@ -191,7 +192,7 @@ def linear_attention(
     k: torch.Tensor,
     v: torch.Tensor,
     num_heads: int,
-    kernel: KernelName = "cosine",
+    feature_map: FeatureMapName = "cosine",
     key_padding_mask: Optional[torch.Tensor] = None,
 ) -> torch.Tensor:
     """Multi-head linear attention (the paper's Eq. 7 and Table 1 ablations).
@@ -210,7 +211,7 @@ def linear_attention(
     B, T, D = q.shape
     if D % num_heads:
         raise ValueError(f"linear_attention: D={D} is not divisible by num_heads={num_heads}")
-    phi = _kernel(kernel)
+    phi = feature_map_by_name(feature_map)
     qf, kf, vf = phi(q), phi(k), _acc(v)
     if key_padding_mask is not None:
         kf = kf.masked_fill(key_padding_mask.unsqueeze(-1), 0.0)

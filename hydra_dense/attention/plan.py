@@ -6,13 +6,15 @@ from dataclasses import dataclass, field
 from typing import Literal, Optional, Sequence, Union
 
 from .local_mixing import LOCAL_NAMES, parse_local
-from .modules import ATTENTION_KINDS, AttentionKind
-from .ops import KernelName
+from .modules import ATTENTION_CLASSES, ATTENTION_KINDS, LOCAL_PLACEMENT, AttentionKind
+from .ops import FeatureMapName
 
 __all__ = ["AttentionPlan", "LOCAL_KINDS", "MEAN_KINDS", "PLAN_NAMES", "LOCAL_NAMES"]
 
-LOCAL_KINDS = ("hydra", "linear", "aft", "polynl")  # the kinds a plan's ``local`` branch applies to
-MEAN_KINDS = ("hydra", "linear")  # the kinds whose kv is a sum over tokens (``token_mean`` averages it)
+# read from the attention classes' plan_options: the kinds a plan's ``local`` branch applies to, and
+# the kinds whose kv is a sum over tokens (``token_mean`` averages it)
+LOCAL_KINDS = tuple(k for k, cls in ATTENTION_CLASSES.items() if "local" in cls.plan_options)
+MEAN_KINDS = tuple(k for k, cls in ATTENTION_CLASSES.items() if "token_mean" in cls.plan_options)
 # the plan-name vocabulary of the tools (benchmark, compare, convert), see AttentionPlan.from_name
 PLAN_NAMES = ("msa", "hydra", "aft", "polynl", "none", "hybrid<L>", "aft_last<L>", "polynl_last<L>", "hydra_at<i>.<j>...",
               "vitdet_msa", "vitdet_hydra", "linear<H>")
@@ -51,7 +53,7 @@ class AttentionPlan:
     rel_pos: bool = False
     blocks: Optional[list[AttentionKind]] = None
     linear_heads: Optional[int] = None
-    kernel: KernelName = "cosine"
+    feature_map: FeatureMapName = "cosine"
     local: Optional[str] = None
     token_mean: bool = False
 
@@ -107,11 +109,15 @@ class AttentionPlan:
             raise ValueError("attention plan: 'window' blocks need window_size > 0")
         return kinds
 
-    def attention_kwargs(self) -> dict:
-        """Extra constructor arguments passed to every attention module."""
-        return dict(window_size=self.window_size, rel_pos=self.rel_pos,
-                    linear_heads=self.linear_heads, kernel=self.kernel, local=self.local,
-                    token_mean=self.token_mean)
+    def block_arguments(self, kind: str, grid_dims: int = 2, shifted: bool = False) -> dict:
+        """The arguments a block of ``kind`` is built with: the plan fields its class takes
+        (``plan_options``) and, for kinds with a local branch, where it runs: on a ``grid_dims``-D
+        token grid, with the shifted windows of a ``win<W>_shift`` plan when ``shifted``."""
+        options = ATTENTION_CLASSES[kind].plan_options
+        arguments = {name: getattr(self, name) for name in options}
+        if "local" in options:
+            arguments.update(zip(LOCAL_PLACEMENT, (grid_dims, shifted)))
+        return arguments
 
     def local_of(self, kind: str) -> Optional[str]:
         """The local-mixing name a block of ``kind`` gets (only the global linear attentions get one)."""

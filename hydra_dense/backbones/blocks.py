@@ -1,12 +1,12 @@
 """A timm ViT block whose attention comes from the plan and sees the token layout."""
 from __future__ import annotations
 
-from typing import Optional
+from typing import Optional, Sequence
 
 import torch
 from timm.models.vision_transformer import Block
 
-from ..attention import PlannedAttention, TokenLayout, build_attention
+from ..attention import AttentionPlan, PlannedAttention, TokenLayout, build_attention
 
 
 class PlannedBlock(Block):
@@ -31,7 +31,7 @@ def swap_attention(old: PlannedAttention | torch.nn.Module, kind: str, **kwargs)
     parameters only ``old`` has are dropped.
     """
     dim, heads = old.qkv.in_features, old.num_heads
-    ctor = dict(getattr(old, "_ctor", {}))
+    ctor = dict(getattr(old, "_init_args", {}))
     ctor.update(
         qkv_bias=old.qkv.bias is not None,
         qk_norm=not isinstance(old.q_norm, torch.nn.Identity),
@@ -47,3 +47,27 @@ def swap_attention(old: PlannedAttention | torch.nn.Module, kind: str, **kwargs)
     new.load_state_dict({k: v for k, v in old.state_dict().items() if k in own and own[k].shape == v.shape},
                         strict=False)
     return new.to(device=old.qkv.weight.device, dtype=old.qkv.weight.dtype)
+
+
+def planned_attention(old: PlannedAttention | torch.nn.Module, plan: AttentionPlan, kind: str, grid_dims: int,
+                      shifted: bool) -> PlannedAttention:
+    """The attention the plan wants in a block that holds ``old``: ``old`` itself when it already is
+    ``kind`` built with the same arguments, otherwise a new module holding ``old``'s weights."""
+    arguments = plan.block_arguments(kind, grid_dims, shifted)
+    if getattr(old, "kind", None) == kind and getattr(old, "plan_arguments", None) == arguments:
+        return old  # type: ignore[return-value]
+    return swap_attention(old, kind, **arguments)
+
+
+def apply_plan(plan: AttentionPlan, attention_slots: Sequence[Sequence[tuple[torch.nn.Module, str, int]]]) -> list[str]:
+    """Give every block the attention ``plan`` assigns it; returns the per-block kinds.
+
+    ``attention_slots``: per block, each attention it holds as ``(owner, attribute, grid_dims)``
+    (a ViT block: its ``attn`` on the 2-D grid; a divided space-time block: spatial on 2-D and
+    temporal on 1-D; a joint video block: 3-D). Odd blocks get the shifted windows of a shifted plan.
+    """
+    kinds = plan.resolve(len(attention_slots))
+    for i, (slots, kind) in enumerate(zip(attention_slots, kinds)):
+        for owner, attribute, grid_dims in slots:
+            setattr(owner, attribute, planned_attention(getattr(owner, attribute), plan, kind, grid_dims, i % 2 == 1))
+    return kinds

@@ -17,7 +17,7 @@ from torch.utils.checkpoint import checkpoint
 from timm.layers import DropPath, trunc_normal_
 
 from ..attention import AttentionPlan, MSAttention, TokenLayout
-from .blocks import PlannedBlock, swap_attention
+from .blocks import PlannedBlock, apply_plan, swap_attention
 from .sizes import vit_dims
 from .vit import PlanLike
 
@@ -140,19 +140,12 @@ class VideoViT(nn.Module):
     def set_plan(self, plan: PlanLike) -> None:
         """(Re)assign attention per block, keeping weights; window attention is rejected."""
         self.plan = AttentionPlan.coerce(plan)
-        kinds = self.plan.resolve(len(self.blocks))
-        if "window" in kinds:
+        if "window" in self.plan.resolve(len(self.blocks)):
             raise ValueError("VideoViT: window attention is not supported for video; use msa / hydra / none / linear")
-        kw = self.plan.attention_kwargs()
-        for i, (blk, kind) in enumerate(zip(self.blocks, kinds)):
-            divided = isinstance(blk, DividedSpaceTimeBlock)
-            inner = blk.block if divided else blk
-            # local mixing runs over the grid each attention sees: (t, h, w) joint, (h, w) / (t,) divided
-            inner.attn = swap_attention(inner.attn, kind, **kw, local_dims=2 if divided else 3, local_shifted=i % 2 == 1)
-            if divided:
-                blk.temporal_attn = swap_attention(blk.temporal_attn, kind, **kw, local_dims=1,
-                                                   local_shifted=i % 2 == 1)
-        self.attention_kinds = kinds
+        # local mixing runs over the grid each attention sees: (t, h, w) joint, (h, w) / (t,) divided
+        slots = [[(blk.block, "attn", 2), (blk, "temporal_attn", 1)] if isinstance(blk, DividedSpaceTimeBlock)
+                 else [(blk, "attn", 3)] for blk in self.blocks]
+        self.attention_kinds = apply_plan(self.plan, slots)
 
     def grid_size(self, frames: int, height: int, width: int) -> tuple[int, int, int]:
         """Token grid ``(t, h, w)`` for a clip (after padding)."""

@@ -15,7 +15,7 @@ from timm.layers import resample_abs_pos_embed
 from timm.models.vision_transformer import VisionTransformer
 
 from ..attention import AttentionPlan, MSAttention, TokenLayout
-from .blocks import PlannedBlock, swap_attention
+from .blocks import PlannedBlock, apply_plan
 from .sizes import VIT_SIZES, vit_dims
 
 __all__ = ["ViT", "VIT_SIZES", "PlanLike"]
@@ -112,14 +112,7 @@ class ViT(VisionTransformer):
     def set_plan(self, plan: PlanLike) -> None:
         """(Re)assign every block's attention, keeping the qkv / proj weights."""
         self.plan = AttentionPlan.coerce(plan)
-        kinds = self.plan.resolve(len(self.blocks))
-        for i, (blk, kind) in enumerate(zip(self.blocks, kinds)):
-            if (getattr(blk.attn, "kind", None) != kind or kind in ("window", "linear")
-                    or getattr(blk.attn, "local_name", None) != self.plan.local_of(kind)
-                    or getattr(blk.attn, "token_mean", False) != (self.plan.token_mean and kind == "hydra")):
-                blk.attn = swap_attention(blk.attn, kind, **self.plan.attention_kwargs(), local_dims=2,
-                                          local_shifted=i % 2 == 1)
-        self.attention_kinds = kinds
+        self.attention_kinds = apply_plan(self.plan, [[(blk, "attn", 2)] for blk in self.blocks])
 
     # ---- dense interface -------------------------------------------------------------------
     @property

@@ -20,7 +20,7 @@ from .sampling import ResumableSampler, SeededSamples, global_seed
 
 log = logging.getLogger(__name__)
 
-__all__ = ["SplitDataModule", "SkipCounter", "read_image"]
+__all__ = ["SplitDataModule"]
 
 
 class SplitDataModule(L.LightningDataModule):

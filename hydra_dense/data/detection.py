@@ -31,7 +31,7 @@ from torchvision.transforms.v2 import functional as TF
 
 from .base import SplitDataModule
 from .files import read_image
-from .skipping import SkipCounter
+from .skipping import SkipPolicy
 from .preflight import sized_image_problems
 from .detection_formats import CocoAnnotations, ImageRecord, decode_segmentation, read_coco, read_voc
 from .segmentation import SampleError
@@ -79,7 +79,7 @@ class RandomCropUpTo(v2.Transform):
         return out
 
 
-class DetectionDataset(SkipCounter, Dataset):
+class DetectionDataset(SkipPolicy, Dataset):
     """:class:`ImageRecord` list -> ``(image, target, index)`` after ``transform``.
 
     ``train`` drops crowd instances. Unreadable images or annotations that disagree with the image

@@ -17,7 +17,7 @@ import torch
 from PIL import Image, ImageOps
 from torch.utils.data import Dataset
 
-from .skipping import SkipCounter
+from .skipping import SkipPolicy
 
 __all__ = ["IMAGE_EXTS", "read_image", "PredictInputs", "find_predict_files", "ImageFiles", "collate_image_files"]
 
@@ -71,7 +71,7 @@ class PredictInputs:
         self.names = [str(f.relative_to(self.base).with_suffix("")) for f in self.files]
 
 
-class ImageFiles(SkipCounter, Dataset):
+class ImageFiles(SkipPolicy, Dataset):
     """Image files -> ``(image (3, H, W) uint8, index)`` at their own size, EXIF-upright, RGB.
 
     Unreadable files are named in the log, skipped and counted (``skipped``); uint8 keeps a large

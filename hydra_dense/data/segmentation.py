@@ -28,7 +28,7 @@ from torchvision.transforms import v2
 
 from .base import SplitDataModule
 from .files import IMAGE_EXTS, read_image
-from .skipping import SkipCounter
+from .skipping import SkipPolicy
 from .preflight import pair_problems
 
 log = logging.getLogger(__name__)
@@ -111,7 +111,7 @@ def find_pairs(root: Path, layout: str, split: str, image_dir: str = "img_dir/{s
     return pairs
 
 
-class SegmentationDataset(SkipCounter, Dataset):
+class SegmentationDataset(SkipPolicy, Dataset):
     """(image, mask) pairs -> ``(image (3, H, W) float, mask (H, W) int64)`` after ``transform``.
 
     Labels: ``reduce_zero_label`` maps 0 -> ``ignore_index`` and k -> k-1; any label that is not

@@ -4,10 +4,10 @@ from __future__ import annotations
 import logging
 import multiprocessing
 
-__all__ = ["SkipCounter"]
+__all__ = ["SkipPolicy"]
 
 
-class SkipCounter:
+class SkipPolicy:
     """``skip_bad`` for datasets: :meth:`load_or_skip` calls ``self.load(i)`` and, when it raises
     one of ``errors``, re-raises — or with ``skip_bad`` logs it, counts it (shared with data-loader
     workers) and returns None, which the collate functions drop."""

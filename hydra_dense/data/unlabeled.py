@@ -19,7 +19,7 @@ from torchvision.transforms import v2
 
 from .base import SplitDataModule
 from .files import IMAGE_EXTS, read_image
-from .skipping import SkipCounter
+from .skipping import SkipPolicy
 from .sampling import seeded_rngs
 from .segmentation import IMAGENET_MEAN, IMAGENET_STD, SampleError
 
@@ -39,7 +39,7 @@ def find_images(folder: Union[str, Path], key: str = "data.root") -> list[Path]:
     return files
 
 
-class UnlabeledImageDataset(SkipCounter, Dataset):
+class UnlabeledImageDataset(SkipPolicy, Dataset):
     """Image files -> ``(image (3, crop, crop) float, index)``.
 
     ``fixed_crops``: the random crop of image ``i`` is drawn from a generator seeded with ``i``

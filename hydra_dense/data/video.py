@@ -31,7 +31,7 @@ from torchvision import tv_tensors
 from torchvision.transforms import v2
 
 from .base import SplitDataModule
-from .skipping import SkipCounter
+from .skipping import SkipPolicy
 from .preflight import file_problems
 from .video_decode import (IncompleteDecode, VideoError, decode_frames, decode_video, frame_files, index_video,
                            read_frame_files, read_frames)
@@ -142,7 +142,7 @@ def find_videos(root: Path, layout: str, split: str, list_file: str = "{split}.t
     return samples, list(classes)
 
 
-class VideoClipDataset(SkipCounter, Dataset):
+class VideoClipDataset(SkipPolicy, Dataset):
     """``(clip (C, T, H, W) float, label, video index)`` per video; evaluation with ``num_clips`` x
     ``num_crops`` > 1 returns ``(views (V, C, T, H, W), label, index)``.
 

@@ -40,7 +40,7 @@ def test_matches_quadratic_form(shape):
 
 def test_matches_linear_attention_with_as_many_heads_as_features():
     q, k, v = (rand(2, 9, 6, seed=s) for s in (4, 5, 6))
-    ref = linear_attention(q, k, v, num_heads=6, kernel="cosine")
+    ref = linear_attention(q, k, v, num_heads=6, feature_map="cosine")
     torch.testing.assert_close(hydra_attention(q, k, v), ref, rtol=1e-6, atol=1e-6)
     # and with fewer heads it is a different operation (the check can fail)
     assert (linear_attention(q, k, v, num_heads=2) - ref).abs().max() > 1e-3
@@ -172,7 +172,15 @@ def test_msa_module_matches_manual_softmax_and_masks():
 
 def test_all_modules_share_parameters_and_swap():
     kinds = ["msa", "hydra", "none", "linear", "window"]
-    mods = [build_attention(k, 24, 4, window_size=2) for k in kinds]
+    plan = AttentionPlan(window_size=2)
+    mods = [build_attention(k, 24, 4, **plan.block_arguments(k)) for k in kinds]
+    assert [m.plan_arguments for m in mods][3:] == [
+        {"local": None, "token_mean": False, "linear_heads": None, "feature_map": "cosine", "grid_dims": 2,
+         "local_shifted": False}, {"window_size": 2, "rel_pos": False}]
+    with pytest.raises(ValueError, match="attention 'msa' does not take window_size; it takes no plan options"):
+        build_attention("msa", 24, 4, window_size=2)
+    with pytest.raises(ValueError, match="attention 'aft' does not take token_mean; it takes grid_dims, local, "):
+        build_attention("aft", 24, 4, token_mean=True)
     names = [set(m.state_dict()) for m in mods]
     assert all(n == names[0] for n in names)
     sd = mods[0].state_dict()
@@ -246,8 +254,8 @@ def test_unknown_names():
         AttentionPlan.coerce("flash")
     with pytest.raises(ValueError, match="unknown attention-plan keys"):
         AttentionPlan.coerce({"defualt": "msa"})
-    with pytest.raises(ValueError, match="unknown linear-attention kernel"):
-        build_attention("linear", 8, 2, kernel="gauss")
+    with pytest.raises(ValueError, match="unknown linear-attention feature map"):
+        build_attention("linear", 8, 2, feature_map="gauss")
 
 
 def test_module_rejects_wrong_feature_size():
