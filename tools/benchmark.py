@@ -34,10 +34,10 @@ import torch  # noqa: E402
 
 from hydra_dense.bench.backbone import MODELS, PIPELINES, ROW_COLUMNS, BenchSettings, attention_flop_shares, bench_backbones  # noqa: E402
 from hydra_dense.bench.detection import DETECTION_PIPELINES  # noqa: E402
-from hydra_dense.bench.op import OP_COLUMNS, bench_hydra_op  # noqa: E402
+from hydra_dense.bench.attention_op import OP_COLUMNS, bench_hydra_op  # noqa: E402
 from hydra_dense.bench.report import markdown_table, plot_backbone_rows, write_csv  # noqa: E402
 from hydra_dense.attention import AttentionPlan  # noqa: E402
-from hydra_dense.bench.specs import parse_devices, parse_dtype, parse_size  # noqa: E402
+from hydra_dense.bench.input_sizes import parse_devices, parse_dtype, parse_size  # noqa: E402
 
 SHOW = ["backbone", "attention", "height", "width", "frames", "tokens", "batch", "mode", "dtype", "device",
         "ms_per_iter", "throughput", "peak_mem_mb", "gflops", "attn_flop_share", "speedup_vs_msa",
@@ -173,7 +173,7 @@ def _onnxruntime_level(args: argparse.Namespace, sizes, plans: list[str], t0: fl
     if ":" in args.model or args.model.startswith("video") or any(s.frames for s in sizes):
         print("error: --backend onnxruntime times image backbones (vit_*), not pipelines or video", file=sys.stderr)
         return 2
-    from hydra_dense.bench.ort import ORT_COLUMNS, bench_onnxruntime
+    from hydra_dense.bench.onnxruntime_speed import ORT_COLUMNS, bench_onnxruntime
 
     rows = bench_onnxruntime(args.model, plans, sizes, batch=args.batch, patch_size=args.patch_size,
                              warmup=args.warmup, repeats=args.repeats,

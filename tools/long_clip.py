@@ -41,7 +41,7 @@ print("RESULT " + json.dumps(dict(seconds=dt, peak_mem_mb=peak)))
 
 def flops_of(model: str, plan: str, frames: int, h: int, w: int, patch: int, tubelet: int) -> float:
     from hydra_dense.bench.backbone import BenchSettings, _count
-    from hydra_dense.bench.specs import InputSize
+    from hydra_dense.bench.input_sizes import InputSize
 
     s = BenchSettings(model=model, patch_size=patch, tubelet_size=tubelet, mode="train")
     return _count(model, plan, InputSize(h, w, frames), s)
@@ -59,7 +59,7 @@ def main(argv=None) -> int:
     p.add_argument("--csv")
     args = p.parse_args(argv)
     from hydra_dense.bench.report import markdown_table, write_csv
-    from hydra_dense.bench.specs import parse_size
+    from hydra_dense.bench.input_sizes import parse_size
 
     rows = []
     for clip in args.clips.split(","):

@@ -14,7 +14,7 @@ from ..attention import AttentionPlan
 from ..backbones import VideoViT, ViT
 from .flops import ELEMENTWISE_PER_TOKEN_CHANNEL, count_flops, hydra_flops_by_formula
 from .memory import peak_memory_mb, peak_memory_mb_isolated
-from .specs import InputSize
+from .input_sizes import InputSize
 from .timing import interleaved_medians
 
 __all__ = ["BenchSettings", "build_backbone", "bench_backbones", "attention_flop_shares", "MODELS", "ROW_COLUMNS"]

@@ -22,7 +22,7 @@ import torch
 from .backbone import BenchSettings, bench_backbones
 from .kernel_check import check_kernel_numerics, measure_bandwidth, peak_bandwidth_gbs
 from .report import markdown_table
-from .specs import parse_size
+from .input_sizes import parse_size
 
 __all__ = ["CheckSizes", "FULL", "DRY", "speed_rows", "train_smoke", "SMOKE_TASKS"]
 

@@ -13,7 +13,7 @@ import torch
 
 from ..attention import hydra_attention, hydra_attention_eager
 from ..attention.ops import FUSED_MIN_NUMEL
-from .specs import parse_dtype
+from .input_sizes import parse_dtype
 from .timing import interleaved_medians
 
 __all__ = ["check_kernel_numerics", "measure_bandwidth", "peak_bandwidth_gbs", "relative_error"]

@@ -27,8 +27,8 @@ DETECTION_CONVERT_CONFIG = "configs/convert/dinov2_s16_det_224.yaml"
 
 def parse_args(argv: Optional[list[str]] = None) -> tuple[argparse.Namespace, list[str]]:
     from .conversion import DEFAULT_CONVERT_CONFIG, VIDEO_CONVERT_CONFIG
-    from .inputs import repo_root
-    from .stages import TASK_CONVERT_CONFIG
+    from .run_setup import repo_root
+    from .from_msa import TASK_CONVERT_CONFIG
 
     from . import __doc__ as job_text
 

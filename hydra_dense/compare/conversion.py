@@ -14,7 +14,7 @@ from typing import Optional
 import yaml
 
 from ..data.sources import cache_dir
-from .inputs import prepare_default_data, repo_root
+from .run_setup import prepare_default_data, repo_root
 
 __all__ = ["converted_checkpoint", "aligned_checkpoint", "task_backbone_config", "default_convert_config",
            "DEFAULT_CONVERT_CONFIG", "VIDEO_CONVERT_CONFIG", "ALIGN_CONFIG"]

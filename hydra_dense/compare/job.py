@@ -78,7 +78,7 @@ class ComparisonJob:
         """``@from_msa`` / ``msa@continued``: each seed's fine-tuned msa run, converted (or not) and trained again."""
         if not self.keep_all:
             return
-        from .stages import msa_run_starts
+        from .from_msa import msa_run_starts
 
         args = self.args
         starts, staged = msa_run_starts(self.recipes, self.by_recipe[self.recipes[0].name], self.config,
@@ -94,7 +94,7 @@ class ComparisonJob:
         """Every recipe's first-seed model, timed together (interleaved, after warm-up)."""
         import torch
 
-        from .inputs import build_run
+        from .run_setup import build_run
         from .speed import measure_speed
         from .worker import request_overrides
 
@@ -149,7 +149,7 @@ def run_comparison(args: argparse.Namespace, overrides: list[str]) -> list[dict]
 
 def _prepare(args: argparse.Namespace, overrides: list[str]) -> ComparisonJob:
     """Check the inputs and fetch what every run needs, before anything trains."""
-    from .inputs import prepare_default_data, pretrained_weights, uses_pretrained
+    from .run_setup import prepare_default_data, pretrained_weights, uses_pretrained
     from .recipes import parse_recipes
 
     config = Path(args.config)

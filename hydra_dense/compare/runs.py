@@ -22,7 +22,7 @@ def run_key(req: dict, config: Path) -> str:
 
 
 def _train_in_subprocess(req: dict, run_dir: Path) -> dict:
-    from .inputs import repo_root
+    from .run_setup import repo_root
 
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / "result.json").unlink(missing_ok=True)
@@ -53,7 +53,7 @@ def run_or_reuse(req: dict, run_dir: Path, config: Path, rerun: bool, progress: 
 
 def _add_eval_sizes(req: dict, run_dir: Path, result: dict) -> dict:
     """A reused run lacking some ``--eval-sizes`` scores gets them from its saved weights (a fresh process)."""
-    from .inputs import repo_root
+    from .run_setup import repo_root
 
     lacking = [s for s in req.get("eval_sizes") or [] if str(s) not in result.get("scores_at", {})]
     if not lacking:

@@ -7,7 +7,7 @@ from typing import Optional
 import torch
 
 from ..bench.flops import count_flops
-from ..bench.specs import parse_size
+from ..bench.input_sizes import parse_size
 from ..bench.timing import interleaved_medians
 
 __all__ = ["measure_speed"]

@@ -19,7 +19,7 @@ __all__ = ["run_one", "request_overrides", "load_task_head", "scores_at_sizes", 
 
 def request_overrides(req: dict) -> list[str]:
     """The CLI overrides of a request: the user's, the seed, the backbone file, the start weights."""
-    from .inputs import uses_pretrained
+    from .run_setup import uses_pretrained
 
     ov = list(req["overrides"]) + [f"--seed_everything={req['seed']}"]
     if req.get("backbone_yaml"):
@@ -71,7 +71,7 @@ def evaluate_saved(req: dict, run_dir: Path) -> dict:
     """Add the ``eval_sizes`` scores a finished run lacks, from its saved weights; returns the result."""
     import torch
 
-    from .inputs import build_run
+    from .run_setup import build_run
 
     result = json.loads((run_dir / "result.json").read_text())
     sizes = [s for s in req.get("eval_sizes") or [] if str(s) not in result.get("scores_at", {})]
@@ -92,7 +92,7 @@ def run_one(req: dict, run_dir: Path) -> dict:
     from ..bench.memory import peak_memory_mb
     from ..bench.throughput import TrainClock
     from ..runtime.progress import StepProgress
-    from .inputs import build_run
+    from .run_setup import build_run
 
     # one line every 50 steps in the job's log instead of a progress bar (an endless line in a file)
     quiet = ["--trainer.enable_progress_bar=false", "--trainer.enable_model_summary=false"]

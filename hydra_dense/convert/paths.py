@@ -102,7 +102,7 @@ def path_table(model, dm, trainer, metric: str, per_block: bool, feature_batches
 
 
 def main(argv: Optional[list[str]] = None) -> int:
-    from ..compare.inputs import build_run
+    from ..compare.run_setup import build_run
     from ..compare.worker import request_overrides
 
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)

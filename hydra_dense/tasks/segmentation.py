@@ -13,7 +13,7 @@ from torchmetrics.classification import MulticlassAccuracy, MulticlassConfusionM
 
 from ..backbones.pyramid import MultiLevelRescale
 from ..heads.segmentation import FCNAuxHead, build_decode_head
-from .names import check_class_count, class_names
+from .class_names import check_class_count, class_names
 from .distill import FeatureDistillation
 from .file_predictions import FilePredictions
 from .optim import make_optimizer

@@ -14,7 +14,7 @@ from torchvision.transforms import v2
 
 from .distill import FeatureDistillation
 from .file_predictions import FilePredictions
-from .names import check_class_count, class_names
+from .class_names import check_class_count, class_names
 from .optim import make_optimizer
 
 __all__ = ["VideoClassificationTask"]

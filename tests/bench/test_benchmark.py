@@ -10,7 +10,7 @@ from hydra_dense.backbones import ViT
 from hydra_dense.bench import count_flops
 from hydra_dense.bench.backbone import attention_flop_shares
 from hydra_dense.attention import AttentionPlan
-from hydra_dense.bench.specs import InputSize, parse_devices, parse_size
+from hydra_dense.bench.input_sizes import InputSize, parse_devices, parse_size
 from tests.helpers.tiny_runs import ROOT
 
 REQUIRED = ["backbone", "attention", "height", "width", "frames", "tokens", "batch", "mode", "dtype", "ms_per_iter",

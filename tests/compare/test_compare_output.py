@@ -31,7 +31,7 @@ def test_a_bad_seed_list_names_the_option(capsys):
 def test_which_configs_start_from_the_pretrained_image_weights_is_read_from_their_class_paths():
     """Read from the model's and the backbone's class_path (a backbone YAML file followed), not
     guessed from the config text: the K400 configs name their VideoViT only in a backbone file."""
-    from hydra_dense.compare.inputs import uses_pretrained
+    from hydra_dense.compare.run_setup import uses_pretrained
     from tests.helpers.tiny_runs import ROOT
 
     configs = ROOT / "configs"

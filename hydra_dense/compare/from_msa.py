@@ -33,7 +33,7 @@ def _reads_task_images(convert_config: str) -> bool:
     """Whether a conversion config's data are a task config's training images (``task_config:``)."""
     import yaml
 
-    from .inputs import repo_root
+    from .run_setup import repo_root
 
     path = Path(convert_config) if Path(convert_config).is_file() else repo_root() / convert_config
     if not path.is_file():

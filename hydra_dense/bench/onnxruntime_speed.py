@@ -14,7 +14,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from .specs import InputSize
+from .input_sizes import InputSize
 from .timing import interleaved_medians
 
 __all__ = ["ORT_COLUMNS", "bench_onnxruntime"]
