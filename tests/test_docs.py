@@ -3,6 +3,8 @@ import glob
 import re
 
 import pytest
+import yaml
+
 from tests.helpers.tiny_runs import ROOT
 
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
@@ -64,12 +66,18 @@ def test_video_configs_instantiate(path, tiny_kinetics, tmp_path):
 @pytest.mark.parametrize("cluster", sorted((ROOT / "configs" / "cluster").glob("*.yaml")), ids=lambda p: p.stem)
 def test_cluster_configs_compose_with_a_task_config(cluster, tiny_kinetics, tmp_path):
     from hydra_dense.cli import main
+    from hydra_dense.tasks import VideoClassificationTask
 
     cli = main(["--config", str(ROOT / "configs" / "video" / "demo_moving_digits.yaml"), "--config", str(cluster),
                 f"--data.init_args.root={tiny_kinetics}", "--data.init_args.num_classes=2",
                 "--model.init_args.num_classes=2", "--trainer.accelerator=cpu", "--trainer.devices=1",
                 f"--trainer.default_root_dir={tmp_path}"], run=False)
-    assert cli.trainer is not None
+    wanted = yaml.safe_load(cluster.read_text())["trainer"]
+    assert isinstance(cli.model, VideoClassificationTask)  # the task config's model, the cluster file's trainer
+    if isinstance(wanted.get("strategy"), dict):
+        assert type(cli.trainer.strategy).__name__ == wanted["strategy"]["class_path"].rsplit(".", 1)[1]
+    if "precision" in wanted:
+        assert str(cli.trainer.precision).startswith(str(wanted["precision"]).split("-")[0])
 
 
 def test_the_video_conversion_config_instantiates(tiny_kinetics, tmp_path):

@@ -28,16 +28,15 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import torch  # noqa: E402
+import torch
 
-from hydra_dense.bench.backbone import MODELS, PIPELINES, ROW_COLUMNS, BenchSettings, attention_flop_shares, bench_backbones  # noqa: E402
-from hydra_dense.bench.detection import DETECTION_PIPELINES  # noqa: E402
-from hydra_dense.bench.attention_op import OP_COLUMNS, bench_hydra_op  # noqa: E402
-from hydra_dense.bench.report import markdown_table, plot_backbone_rows, write_csv  # noqa: E402
-from hydra_dense.attention import AttentionPlan  # noqa: E402
-from hydra_dense.bench.input_sizes import parse_devices, parse_dtype, parse_size  # noqa: E402
+from hydra_dense.bench.backbone import MODELS, PIPELINES, ROW_COLUMNS, BenchSettings, attention_flop_shares, bench_backbones
+from hydra_dense.bench.detection import DETECTION_PIPELINES
+from hydra_dense.bench.attention_op import OP_COLUMNS, bench_hydra_op
+from hydra_dense.bench.report import markdown_table, plot_backbone_rows, write_csv
+from hydra_dense.attention import AttentionPlan
+from hydra_dense.bench.input_sizes import parse_devices, parse_dtype, parse_size
 
 SHOW = ["backbone", "attention", "height", "width", "frames", "tokens", "batch", "mode", "dtype", "device",
         "ms_per_iter", "throughput", "peak_mem_mb", "gflops", "attn_flop_share", "speedup_vs_msa",

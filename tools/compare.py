@@ -4,11 +4,9 @@
 See ``python tools/compare.py --help``; the job is hydra_dense/compare/job.py, its options hydra_dense/compare/cli.py.
 """
 import sys
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from hydra_dense.compare import main  # noqa: E402
+from hydra_dense.compare import main
 
 if __name__ == "__main__":
     sys.exit(main())

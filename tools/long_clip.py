@@ -17,13 +17,10 @@ import os
 import subprocess
 import sys
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 CHILD = r"""
 import json, sys, time, torch
-sys.path.insert(0, {root!r})
 from hydra_dense.bench.backbone import build_backbone
 from hydra_dense.bench.memory import peak_memory_mb
 torch.manual_seed(0)
@@ -40,11 +37,11 @@ print("RESULT " + json.dumps(dict(seconds=dt, peak_mem_mb=peak)))
 
 
 def flops_of(model: str, plan: str, frames: int, h: int, w: int, patch: int, tubelet: int) -> float:
-    from hydra_dense.bench.backbone import BenchSettings, _count
+    from hydra_dense.bench.backbone import BenchSettings, count_backbone_flops
     from hydra_dense.bench.input_sizes import InputSize
 
     s = BenchSettings(model=model, patch_size=patch, tubelet_size=tubelet, mode="train")
-    return _count(model, plan, InputSize(h, w, frames), s)
+    return count_backbone_flops(model, plan, InputSize(h, w, frames), s)
 
 
 def main(argv=None) -> int:
@@ -72,7 +69,7 @@ def main(argv=None) -> int:
                 (-(-size.width // args.patch_size))
             gflops = flops_of(args.model, plan, size.frames, size.height, size.width, args.patch_size,
                               args.tubelet_size) / 1e9
-            code = CHILD.format(root=str(Path(__file__).resolve().parent.parent), model=args.model, plan=plan,
+            code = CHILD.format(model=args.model, plan=plan,
                                 patch=args.patch_size, tubelet=args.tubelet_size, ckpt=not args.no_checkpointing,
                                 frames=size.frames, height=size.height, width=size.width)
             print(f"{plan} {clip} ({tokens:,} tokens, {gflops / 1e3:.1f} TFLOP per step) ...", file=sys.stderr, flush=True)

@@ -13,11 +13,9 @@ import argparse
 import sys
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
 
-from hydra_dense.bench.report import markdown_table, write_csv  # noqa: E402
-from hydra_dense.bench.scaling import BUSBW_SOURCES, comm_cost_rows, measure_scaling  # noqa: E402
+from hydra_dense.bench.report import markdown_table, write_csv
+from hydra_dense.bench.scaling import BUSBW_SOURCES, comm_cost_rows, measure_scaling
 
 COMM_CONFIGS = ["configs/segmentation/ade20k_upernet_vit_b16.yaml", "configs/detection/coco_mask_rcnn_vitdet_b16.yaml",
                 "configs/video/k400_vit_b16_joint_hydra.yaml"]
@@ -42,7 +40,8 @@ def main(argv=None) -> int:
 
         prepare()
 
-    rows = comm_cost_rows([REPO / c for c in COMM_CONFIGS], busbw_intra=args.busbw_intra,
+    repo = Path(__file__).resolve().parent.parent
+    rows = comm_cost_rows([repo / c for c in COMM_CONFIGS], busbw_intra=args.busbw_intra,
                           busbw_inter=args.busbw_inter)
     note = (f"\nAssumed all_reduce busbw: {args.busbw_intra:g} GB/s inside a node (8 GPUs), {args.busbw_inter:g} GB/s "
             f"across nodes (64 GPUs = 8 nodes).\nSources: {BUSBW_SOURCES['intra'][1]}; {BUSBW_SOURCES['inter'][1]}.\n"

@@ -8,12 +8,9 @@
     python tools/train.py fit --config ... --ckpt_path last          # resume the newest last.ckpt under default_root_dir
     python tools/train.py fit --config ... --config configs/cluster/gpu_ddp.yaml --trainer.devices=8   # DDP
 """
-import sys
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from hydra_dense.cli import main  # noqa: E402
+from hydra_dense.cli import main
 
 if __name__ == "__main__":
     main()

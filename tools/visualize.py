@@ -25,13 +25,12 @@ import argparse
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import numpy as np  # noqa: E402
-import torch  # noqa: E402
-from PIL import Image  # noqa: E402
+import numpy as np
+import torch
+from PIL import Image
 
-from hydra_dense.data.segmentation import IMAGENET_MEAN, IMAGENET_STD  # noqa: E402
+from hydra_dense.data.segmentation import IMAGENET_MEAN, IMAGENET_STD
 
 ROOT = Path(__file__).resolve().parent.parent
 

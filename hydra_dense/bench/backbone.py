@@ -17,7 +17,8 @@ from .memory import peak_memory_mb, peak_memory_mb_isolated
 from .input_sizes import InputSize
 from .timing import interleaved_medians
 
-__all__ = ["BenchSettings", "build_backbone", "bench_backbones", "attention_flop_shares", "MODELS", "ROW_COLUMNS"]
+__all__ = ["BenchSettings", "build_backbone", "bench_backbones", "count_backbone_flops", "attention_flop_shares", "MODELS",
+           "ROW_COLUMNS"]
 
 # name -> (class, constructor kwargs). ``micro`` is for CI smoke runs.
 MODELS: dict[str, tuple[type, dict]] = {
@@ -186,7 +187,7 @@ def _count_real(model_name: str, plan: str, size: InputSize, s: BenchSettings) -
     return count_flops_real(lambda: model(x).backward())
 
 
-def _count(model_name: str, plan: str, size: InputSize, s: BenchSettings) -> int:
+def count_backbone_flops(model_name: str, plan: str, size: InputSize, s: BenchSettings) -> int:
     """FLOPs of one step, counted on the meta device (no memory, exact shapes)."""
     if _is_detection(model_name):
         flops = _count_real(model_name, plan, size, s)
@@ -275,13 +276,13 @@ def bench_backbones(s: BenchSettings, progress: Optional[Callable[[str], None]] 
         flops = {}
         for plan in s.plans:
             try:
-                flops[plan] = _count(s.model, plan, size, s)
+                flops[plan] = count_backbone_flops(s.model, plan, size, s)
             except Exception:  # noqa: BLE001 - FLOPs are informative, not essential
                 flops[plan] = float("nan")
         none_flops = flops.get("none")
         if none_flops is None:
             try:
-                none_flops = _count(s.model, "none", size, s)
+                none_flops = count_backbone_flops(s.model, "none", size, s)
             except Exception:  # noqa: BLE001
                 none_flops = float("nan")
         for plan in s.plans:
@@ -311,8 +312,8 @@ def attention_flop_shares(model: str, sizes: Iterable[InputSize], patch_size: in
     out = []
     s = BenchSettings(model=model, patch_size=patch_size)
     for size in sizes:
-        msa = _count(model, "msa", size, s)
-        none = _count(model, "none", size, s)
+        msa = count_backbone_flops(model, "msa", size, s)
+        none = count_backbone_flops(model, "none", size, s)
         with torch.device("meta"):
             m = build_backbone(model, "none", patch_size)
         T, D, depth = _tokens(m, size), m.embed_dim, len(m.blocks)

@@ -10,6 +10,7 @@ from hydra_dense.attention import hydra_attention
 from hydra_dense.attention.maps import attention_maps, hydra_token_contributions
 from hydra_dense.backbones import ViT
 from tests.helpers.tiny_runs import ROOT
+from tests.helpers.images import assert_drawn
 
 
 def test_hydra_shares_sum_to_one_and_rebuild_the_output():
@@ -48,4 +49,4 @@ def test_visualize_attention_tool_writes_png(tmp_path):
                            "--query", "1,2", "--size", "56", "--msa", str(env_ckpt), "--hydra", str(env_ckpt),
                            "--out", str(out)], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
-    assert out.stat().st_size > 5000
+    assert_drawn(out)

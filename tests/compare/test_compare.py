@@ -8,7 +8,7 @@ import yaml
 
 from hydra_dense.compare import main as compare_main
 from tests.helpers.compare_runs import TRAINER, compare_seg_config, run_compare
-from tests.helpers.images import make_ade
+from tests.helpers.images import assert_drawn, make_ade
 
 
 def _run(tmp_path, config: dict, extra=(), plans=("msa", "hybrid1", "hydra")):
@@ -23,8 +23,10 @@ def _run(tmp_path, config: dict, extra=(), plans=("msa", "hybrid1", "hydra")):
         assert rows[plans.index("hybrid1")]["attention"] == "msa@[0], hydra@[1]"
     for r in rows:
         assert 0 <= float(r["score"]) <= 100 and float(r["train_img_s"]) > 0 and float(r["infer_img_s"]) > 0
-    assert (out / "accuracy_vs_speed.png").stat().st_size > 5000 and (out / "table.md").read_text().count("|") > 20
-    assert (out / "curves.png").stat().st_size > 5000  # every run's curves overlaid
+    assert_drawn(out / "accuracy_vs_speed.png")
+    assert_drawn(out / "curves.png")  # every run's curves overlaid
+    table = (out / "table.md").read_text()
+    assert all(f"| {plan} |" in table for plan in plans)
     _check_html_report(out, plans, overlays="Video" not in config["model"]["class_path"])  # video: no overlays
     for plan in plans:  # and each run's own, next to its metrics.csv
         assert [p.parent for p in (out / plan).rglob("curves.png")] == [p.parent for p in (out / plan).rglob("metrics.csv")]

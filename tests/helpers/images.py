@@ -59,3 +59,13 @@ def make_images(folder, n=12, seed=0):
         sub.mkdir(exist_ok=True)
         Image.fromarray(np.clip(img, 0, 255).astype(np.uint8)).save(sub / f"img_{i:02d}.png")
     return folder
+
+
+def assert_drawn(path: Path, min_side: int = 100, min_colours: int = 8) -> None:
+    """``path`` is an image of at least ``min_side`` pixels a side with at least ``min_colours``
+    distinct colours: something was drawn on it (a blank or one-colour canvas fails)."""
+    with Image.open(path) as im:
+        rgb = np.asarray(im.convert("RGB"))
+    assert min(rgb.shape[:2]) >= min_side, f"{path}: {rgb.shape[1]}x{rgb.shape[0]} pixels"
+    colours = len(np.unique(rgb.reshape(-1, 3), axis=0))
+    assert colours >= min_colours, f"{path}: only {colours} colours"

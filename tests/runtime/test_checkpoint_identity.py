@@ -105,4 +105,8 @@ def test_export_checks_the_plan_too(seg_run, tmp_path):
     with pytest.raises(CheckpointMismatchError, match=r"attention plan \[hydra x2\], the config's backbone runs "
                                                       r"\[msa x2\]"):
         build_task(str(with_plan(config, "msa", tmp_path)), str(ckpt), [])
-    assert build_task(str(config), str(ckpt), []) is not None
+    task = build_task(str(config), str(ckpt), [])
+    assert task.backbone.attention_kinds == ["hydra", "hydra"]
+    saved = torch.load(ckpt, weights_only=False)["state_dict"]
+    torch.testing.assert_close(task.state_dict()["backbone.blocks.0.attn.qkv.weight"],
+                               saved["backbone.blocks.0.attn.qkv.weight"])

@@ -202,7 +202,6 @@ def test_detection_configs_instantiate(path, digits, tmp_path):
                 "--model.init_args.num_classes=10", f"--data.init_args.masks={str(masks).lower()}",
                 f"--trainer.default_root_dir={tmp_path}"], run=False)
     assert isinstance(cli.model, DetectionTask) and cli.model.hparams.num_classes == cli.datamodule.num_classes
-    assert len(CONFIGS) >= 3
 
 
 def test_visualize_detections_tool(digits, tmp_path):
