@@ -15,7 +15,6 @@ from hydra_dense.tasks.coco_results import detections_to_coco, write_coco_result
 from tests.helpers.tiny_runs import ROOT
 
 
-
 def tiny_vit(plan="hydra", **kw):
     return ViT(None, embed_dim=32, depth=2, num_heads=2, patch_size=16, img_size=64, class_token=False,
                plan=plan, out_indices=[1], **kw)
@@ -183,25 +182,6 @@ def test_wrong_class_count_fails_before_training(digits, tmp_path):
                       str(digits), train_json="annotations/instances_train.json",
                       val_json="annotations/instances_val.json", train_images="train", val_images="val",
                       num_workers=0))
-
-
-CONFIGS = sorted((ROOT / "configs" / "detection").glob("*.yaml"))
-
-
-@pytest.mark.parametrize("path", CONFIGS, ids=lambda p: p.stem)
-def test_detection_configs_instantiate(path, digits, tmp_path):
-    """Every shipped detection config builds from YAML plus command-line overrides alone (the
-    data pointed at the tiny instance set)."""
-    from hydra_dense.cli import main
-
-    masks = "mask_rcnn" in path.read_text()
-    cli = main(["--config", str(path), f"--data.init_args.root={digits}", "--data.init_args.format=coco",
-                "--data.init_args.train_json=annotations/instances_train.json",
-                "--data.init_args.val_json=annotations/instances_val.json", "--data.init_args.train_images=train",
-                "--data.init_args.val_images=val", "--data.init_args.num_classes=10",
-                "--model.init_args.num_classes=10", f"--data.init_args.masks={str(masks).lower()}",
-                f"--trainer.default_root_dir={tmp_path}"], run=False)
-    assert isinstance(cli.model, DetectionTask) and cli.model.hparams.num_classes == cli.datamodule.num_classes
 
 
 def test_visualize_detections_tool(digits, tmp_path):

@@ -141,21 +141,6 @@ def test_training_raises_miou(tmp_path):
     assert list((tmp_path / "overlays").glob("*.png")), "validation overlays are written as PNG"
 
 
-CONFIGS = sorted((ROOT / "configs" / "segmentation").glob("*.yaml"))
-
-
-@pytest.mark.parametrize("path", CONFIGS, ids=lambda p: p.stem)
-def test_segmentation_configs_instantiate(path, tmp_path):
-    from hydra_dense.cli import main
-
-    root = make_ade(tmp_path / "data", n_train=2, n_val=1)
-    cli = main(["--config", str(path), f"--data.init_args.root={root}", "--data.init_args.layout=ade20k",
-                f"--trainer.default_root_dir={tmp_path}"], run=False)
-    assert isinstance(cli.model, SegmentationTask)
-    assert cli.model.hparams.num_classes == cli.datamodule.num_classes
-    assert type(cli.model.backbone).__name__ == "ViT"
-
-
 def test_backbone_swap_from_command_line(tmp_path):
     from hydra_dense.cli import main
 
