@@ -21,9 +21,23 @@ def _seed():
 # ---- the fast loop: tests that start another process are marked ``slow`` ---------------------
 # A test is slow when it (or a tests/ helper it calls, followed down) uses one of these: a training
 # subprocess (tools/train.py, tools/*.py), the comparison job (one worker process per run) or a
-# spawned child. ``./run.sh test -m "not slow"`` is the fast loop; ``./run.sh test`` runs all.
+# spawned child; the heaviest in-process tests carry the mark by hand. ``./run.sh test -m "not slow"``
+# is the fast loop; ``./run.sh test`` runs all.
 _PROCESS_MODULES = {"subprocess", "multiprocessing", "torch.multiprocessing"}
-_PROCESS_CALLS = {("hydra_dense.compare", "main"), ("hydra_dense.compare.speed", "measure_speed")}
+# package functions that start processes: the comparison job (one worker per run) and the fresh-process
+# memory measurement
+_PROCESS_CALLS = ("hydra_dense.compare:main", "hydra_dense.compare:run_comparison",
+                  "hydra_dense.bench.memory:peak_memory_mb_isolated")
+
+
+def _process_starters() -> set:
+    import importlib
+
+    found = set()
+    for spec in _PROCESS_CALLS:
+        module, name = spec.split(":")
+        found.add(getattr(importlib.import_module(module), name))
+    return found
 
 
 def _names(code) -> set[str]:
@@ -54,7 +68,7 @@ def _starts_a_process(fn, seen: set) -> bool:
                 continue
             if inspect.ismodule(obj) and obj.__name__ in _PROCESS_MODULES:
                 return True
-            if (getattr(obj, "__module__", None), getattr(obj, "__name__", None)) in _PROCESS_CALLS:
+            if callable(obj) and obj in _STARTERS:
                 return True
             if inspect.isfunction(obj) and obj.__module__.startswith("tests") and _starts_a_process(obj, seen):
                 return True
@@ -62,6 +76,8 @@ def _starts_a_process(fn, seen: set) -> bool:
 
 
 def pytest_collection_modifyitems(config, items):
+    global _STARTERS
+    _STARTERS = _process_starters()
     for item in items:
         fn = getattr(item, "function", None)
         fixtures = [item._fixtureinfo.name2fixturedefs.get(n, [None])[-1] for n in item.fixturenames] \

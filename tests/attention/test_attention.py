@@ -122,6 +122,7 @@ def _fused(q, k, v, mask=None):
     return out
 
 
+@pytest.mark.slow  # in-process, but among the heaviest: out of the fast loop
 def test_fused_equals_eager_fp32_with_mask_and_grads():
     torch.manual_seed(0)
     q, k, v = (torch.randn(2, 64, 32, requires_grad=True) for _ in range(3))

@@ -38,6 +38,7 @@ def test_quick_mode_writes_a_valid_csv(tmp_path):
     assert "| vit_micro | hydra |" in proc.stdout
 
 
+@pytest.mark.slow  # in-process, but among the heaviest: out of the fast loop
 def test_backbone_rows_measure_peak_memory_in_a_fresh_process():
     from hydra_dense.bench.backbone import BenchSettings, bench_backbones
 

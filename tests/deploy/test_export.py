@@ -23,6 +23,7 @@ def _report(out):
     return json.loads(out.with_suffix(".json").read_text())
 
 
+@pytest.mark.slow  # in-process, but among the heaviest: out of the fast loop
 def test_segmentation_export_matches_pytorch_and_holds_no_compiled_kernels(tmp_path, monkeypatch):
     from hydra_dense.deploy import example_inputs, export_onnx, export_wrapper
     from hydra_dense.deploy.__main__ import build_task
@@ -48,6 +49,7 @@ def test_segmentation_export_matches_pytorch_and_holds_no_compiled_kernels(tmp_p
 NO_ANTIALIAS = "--model.init_args.backbone.init_args.pos_embed_antialias=false"
 
 
+@pytest.mark.slow  # in-process, but among the heaviest: out of the fast loop
 def test_detection_pyramid_exports_with_dynamic_size_and_a_torch_export_program(tmp_path):
     config = write_config("detection", tmp_path)
     out = tmp_path / "det.onnx"

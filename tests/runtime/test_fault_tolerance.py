@@ -43,6 +43,7 @@ def test_sampler_shards_skips_and_is_fixed_by_seed_and_epoch():
     assert seeds[4] == sample_seed(3, 0, 4) != sample_seed(3, 1, 4) != sample_seed(4, 0, 4)
 
 
+@pytest.mark.slow  # in-process, but among the heaviest: out of the fast loop
 def test_augmentation_is_the_same_for_any_workers_or_ranks(tmp_path):
     """A sample's random crop/flip/colour is fixed by (seed, epoch, index): 0 or 2 workers, 1 or 2
     ranks give identical tensors, and loading leaves the global RNG untouched."""

@@ -139,6 +139,7 @@ def test_coco_results_round_trip_against_pycocotools(digits, tmp_path):
             assert float(tm[f"{iou_type}_map_50"]) == pytest.approx(ev.stats[1], abs=2e-3)
 
 
+@pytest.mark.slow  # in-process, but among the heaviest: out of the fast loop
 def test_mask_rcnn_end_to_end(digits, tmp_path):
     """Tiny Mask R-CNN with a Hydra backbone: trains, evaluates (box and mask mAP, per class),
     writes a COCO results json that the reference evaluator scores the same."""

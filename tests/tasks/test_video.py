@@ -140,6 +140,7 @@ def test_bad_videos_are_named_or_skipped(tmp_path):
         find_videos(root, "list", "val", classes=["a", "b"])
 
 
+@pytest.mark.slow  # in-process, but among the heaviest: out of the fast loop
 def test_tiny_training_beats_chance(tmp_path):
     root = prepare(tmp_path / "moving", n_train=128, n_val=32, n_frames=8, size=32, speed=(2.5, 3.5))
     L.seed_everything(0)
