@@ -13,33 +13,55 @@ def repo_root() -> Path:
     return Path(__file__).resolve().parents[2]
 
 
+# the embedded data sets, by the folder their configs point at (under the cache), and their modules
+_EMBEDDED = {"digit_scenes": "demo_segmentation", "moving_digits": "demo_video", "deepforest_trees": "demo_detection",
+             "digit_instances": "demo_instances"}
+
+
 def prepare_default_data(config: Path) -> None:
-    """Prepare the embedded data a demo config points at (cached, idempotent); for a YAML that
-    wraps an OpenMMLab config, the data paths are in that config."""
-    text = config.read_text()
-    for mm_config in re.findall(r"config:\s*(\S+\.py)", text):
-        path = Path(mm_config) if Path(mm_config).is_file() else repo_root() / mm_config
-        if path.is_file():
-            text += path.read_text()
-    if "digit_scenes" in text:
-        from ..data.demo_segmentation import prepare
+    """Prepare the embedded data sets a config's data paths point at (cached, idempotent)."""
+    import importlib
 
-        prepare()
-    if "moving_digits" in text:
-        from ..data.demo_video import prepare as prepare_video
+    folders = {part for path in data_paths(config) for part in Path(path).parts}
+    for folder, module in _EMBEDDED.items():
+        if folder in folders:
+            importlib.import_module(f"..data.{module}", __package__).prepare()
+    from ..data import natural_images
 
-        prepare_video()
-    if "deepforest_trees" in text:
-        from ..data.demo_detection import prepare as prepare_trees
+    if "natural_images_all" in folders:
+        natural_images.prepare(all_frames=True)
+    if "natural_images" in folders:
+        natural_images.prepare()
 
-        prepare_trees()
-    if "digit_instances" in text:
-        from ..data.demo_instances import prepare as prepare_instances
 
-        prepare_instances()
-    from ..data.natural_images import prepare_named_in
+def data_paths(config: Path) -> list[str]:
+    """Every string under the config's ``data.init_args`` (roots, annotation files); for a config that
+    wraps an OpenMMLab config (``config: <file>.py``), the quoted strings of that file, where its data
+    paths are."""
+    import yaml
 
-    prepare_named_in(text)
+    loaded = yaml.safe_load(Path(config).read_text()) or {}
+    found: list[str] = []
+
+    def walk(value) -> None:
+        if isinstance(value, str):
+            found.append(value)
+        elif isinstance(value, dict):
+            for v in value.values():
+                walk(v)
+        elif isinstance(value, list):
+            for v in value:
+                walk(v)
+
+    data = loaded.get("data") if isinstance(loaded.get("data"), dict) else {}
+    walk(data.get("init_args", {}))
+    for section in (loaded.get("model"), data):
+        mm_config = ((section or {}).get("init_args") or {}).get("config") if isinstance(section, dict) else None
+        if isinstance(mm_config, str) and mm_config.endswith(".py"):
+            path = next((p for p in (Path(mm_config), repo_root() / mm_config) if p.is_file()), None)
+            if path is not None:
+                found += re.findall(r"""['"]([^'"\n]+)['"]""", path.read_text())
+    return found
 
 
 def pretrained_weights(mode: str) -> Optional[str]:

@@ -26,17 +26,3 @@ def test_a_bad_seed_list_names_the_option(capsys):
         parse_args(["--seeds", "0,x"])
     assert "--seeds: expected comma-separated integers such as 0,1,2, got '0,x' ('x' is not an integer)" in \
         capsys.readouterr().err
-
-
-def test_which_configs_start_from_the_pretrained_image_weights_is_read_from_their_class_paths():
-    """Read from the model's and the backbone's class_path (a backbone YAML file followed), not
-    guessed from the config text: the K400 configs name their VideoViT only in a backbone file."""
-    from hydra_dense.compare.run_setup import uses_pretrained
-    from tests.helpers.tiny_runs import ROOT
-
-    configs = ROOT / "configs"
-    assert uses_pretrained(configs / "segmentation" / "demo_digits.yaml")
-    assert uses_pretrained(configs / "detection" / "coco_mask_rcnn_vitdet_b16.yaml")  # backbone in ../backbones
-    assert not uses_pretrained(configs / "video" / "demo_moving_digits.yaml")
-    assert not uses_pretrained(configs / "video" / "k400_vit_b16_joint_msa.yaml")
-    assert not uses_pretrained(configs / "mm" / "seg_digits_tiny.yaml")

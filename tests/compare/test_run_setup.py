@@ -1,0 +1,27 @@
+"""What a comparison run starts from, read from its config: the pretrained weights or none, and
+the embedded data sets to prepare."""
+from pathlib import Path
+
+from hydra_dense.compare.run_setup import data_paths, uses_pretrained
+from tests.helpers.tiny_runs import ROOT
+
+
+def test_which_configs_start_from_the_pretrained_image_weights_is_read_from_their_class_paths():
+    """Read from the model's and the backbone's class_path (a backbone YAML file followed), not
+    guessed from the config text: the K400 configs name their VideoViT only in a backbone file."""
+    configs = ROOT / "configs"
+    assert uses_pretrained(configs / "segmentation" / "demo_digits.yaml")
+    assert uses_pretrained(configs / "detection" / "coco_mask_rcnn_vitdet_b16.yaml")  # backbone in ../backbones
+    assert not uses_pretrained(configs / "video" / "demo_moving_digits.yaml")
+    assert not uses_pretrained(configs / "video" / "k400_vit_b16_joint_msa.yaml")
+    assert not uses_pretrained(configs / "mm" / "seg_digits_tiny.yaml")
+
+
+def test_the_data_to_prepare_is_what_the_data_section_points_at_not_what_comments_say(tmp_path):
+    folders = lambda c: {part for p in data_paths(c) for part in Path(p).parts}  # noqa: E731
+    assert "digit_scenes" in folders(ROOT / "configs" / "segmentation" / "demo_digits.yaml")
+    assert "digit_instances" in folders(ROOT / "configs" / "mm" / "det_digits_tiny.yaml")  # in the wrapped .py
+    config = tmp_path / "c.yaml"
+    config.write_text("# trained like the digit_scenes demo\nmodel: {class_path: x}\n"
+                      "data: {class_path: y, init_args: {root: /data/ADEChallengeData2016, layout: ade20k}}\n")
+    assert data_paths(config) == ["/data/ADEChallengeData2016", "ade20k"]
