@@ -14,7 +14,7 @@ from typing import Optional
 import yaml
 
 from ..data.sources import cache_dir
-from .run_setup import prepare_default_data, repo_root
+from .run_setup import prepare_default_data, repo_root, string_values
 
 __all__ = ["converted_checkpoint", "aligned_checkpoint", "task_backbone_config", "default_convert_config",
            "DEFAULT_CONVERT_CONFIG", "VIDEO_CONVERT_CONFIG", "ALIGN_CONFIG"]
@@ -41,19 +41,7 @@ def _file_digest(path: Path) -> str:
 def _data_fingerprint(config_text: str, extra: list[str]) -> str:
     """Hash of the image folders a conversion reads (relative paths, sizes, mtimes), so that a
     cached conversion is not reused after its images changed."""
-    values: list[str] = []
-
-    def walk(node) -> None:
-        if isinstance(node, dict):
-            for v in node.values():
-                walk(v)
-        elif isinstance(node, list):
-            for v in node:
-                walk(v)
-        elif isinstance(node, str):
-            values.append(node)
-
-    walk(yaml.safe_load(config_text) or {})
+    values = string_values(yaml.safe_load(config_text) or {})
     values += [a.split("=", 1)[1] for a in extra if "=" in a]
     h = hashlib.sha1()
     for value in values:

@@ -6,7 +6,8 @@ import re
 from pathlib import Path
 from typing import Optional
 
-__all__ = ["repo_root", "prepare_default_data", "pretrained_weights", "build_run", "uses_pretrained"]
+__all__ = ["repo_root", "prepare_default_data", "data_paths", "string_values", "pretrained_weights", "build_run",
+           "uses_pretrained"]
 
 
 def repo_root() -> Path:
@@ -34,6 +35,15 @@ def prepare_default_data(config: Path) -> None:
         natural_images.prepare()
 
 
+def string_values(node) -> list[str]:
+    """Every string in a parsed YAML tree (mappings and lists walked), in order."""
+    if isinstance(node, str):
+        return [node]
+    if isinstance(node, dict):
+        node = list(node.values())
+    return [s for item in node for s in string_values(item)] if isinstance(node, list) else []
+
+
 def data_paths(config: Path) -> list[str]:
     """Every string under the config's ``data.init_args`` (roots, annotation files); for a config that
     wraps an OpenMMLab config (``config: <file>.py``), the quoted strings of that file, where its data
@@ -41,20 +51,8 @@ def data_paths(config: Path) -> list[str]:
     import yaml
 
     loaded = yaml.safe_load(Path(config).read_text()) or {}
-    found: list[str] = []
-
-    def walk(value) -> None:
-        if isinstance(value, str):
-            found.append(value)
-        elif isinstance(value, dict):
-            for v in value.values():
-                walk(v)
-        elif isinstance(value, list):
-            for v in value:
-                walk(v)
-
     data = loaded.get("data") if isinstance(loaded.get("data"), dict) else {}
-    walk(data.get("init_args", {}))
+    found = string_values(data.get("init_args", {}))
     for section in (loaded.get("model"), data):
         mm_config = ((section or {}).get("init_args") or {}).get("config") if isinstance(section, dict) else None
         if isinstance(mm_config, str) and mm_config.endswith(".py"):
