@@ -138,10 +138,7 @@ def test_onnxruntime_backend_times_both_runtimes_and_checks_parity(tmp_path, cap
     assert all(float(r["torch_ms"]) > 0 and float(r["ort_ms"]) > 0 and float(r["max_abs_error"]) <= 1e-4 for r in rows)
     msa = rows[0]
     assert float(msa["torch_speedup_vs_msa"]) == 1.0 and float(msa["ort_ratio_pct_of_torch"]) == 100.0
-    import importlib.util
+    from hydra_dense.bench import command as tool
 
-    spec = importlib.util.spec_from_file_location("benchmark_tool", ROOT / "tools" / "benchmark.py")
-    tool = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(tool)
     assert tool.main(["--backend", "onnxruntime", "--mode", "train"]) == 2
     assert "--backend onnxruntime times backbone inference in fp32" in capsys.readouterr().err
