@@ -26,6 +26,7 @@ import os
 import sys
 import time
 from pathlib import Path
+from typing import Optional
 
 
 import torch
@@ -176,13 +177,9 @@ def _onnxruntime_level(args: argparse.Namespace, sizes, plans: list[str], t0: fl
     rows = bench_onnxruntime(args.model, plans, sizes, batch=args.batch, patch_size=args.patch_size,
                              warmup=args.warmup, repeats=args.repeats,
                              progress=lambda m: print(m, file=sys.stderr, flush=True))
-    print(markdown_table(rows, ORT_COLUMNS))
-    print("\n*_speedup_vs_msa = that runtime's MSA time / this time; ort_ratio_pct_of_torch = onnxruntime's "
-          "speed-up as % of PyTorch's; max_abs_error = |onnxruntime - PyTorch| on the timed input.")
-    if args.csv:
-        print(f"CSV: {write_csv(rows, args.csv, ORT_COLUMNS)}")
-    print(f"\n({time.time() - t0:.0f} s)")
-    return 0
+    return _print_rows(rows, ORT_COLUMNS, "*_speedup_vs_msa = that runtime's MSA time / this time; "
+                       "ort_ratio_pct_of_torch = onnxruntime's speed-up as % of PyTorch's; max_abs_error = "
+                       "|onnxruntime - PyTorch| on the timed input.", args.csv, t0)
 
 
 def _decode_level(args: argparse.Namespace, t0: float) -> int:
@@ -200,11 +197,17 @@ def _decode_level(args: argparse.Namespace, t0: float) -> int:
     rows = bench_decode(video, repeats=args.repeats, memory=not args.no_memory)
     print(f"{video} ({video.stat().st_size / 1e6:.1f} MB); clips of 16 frames x stride 4 at short side 256; "
           "eval: 5 clips x 3 crops\n")
-    print(markdown_table(rows, DECODE_COLUMNS))
-    print("\nspeedup_vs_whole = whole-file time / this time; memory_vs_whole = whole-file peak / this peak "
-          "(resident-set rise of a fresh process over one sample).")
-    if args.csv:
-        print(f"CSV: {write_csv(rows, args.csv, DECODE_COLUMNS)}")
+    return _print_rows(rows, DECODE_COLUMNS, "speedup_vs_whole = whole-file time / this time; memory_vs_whole = "
+                       "whole-file peak / this peak (resident-set rise of a fresh process over one sample).",
+                       args.csv, t0)
+
+
+def _print_rows(rows: list[dict], columns: list[str], legend: str, csv_path: Optional[str], t0: float) -> int:
+    """The rows as a Markdown table, the legend under it, the CSV if asked for, the elapsed time."""
+    print(markdown_table(rows, columns))
+    print("\n" + legend)
+    if csv_path:
+        print(f"CSV: {write_csv(rows, csv_path, columns)}")
     print(f"\n({time.time() - t0:.0f} s)")
     return 0
 
