@@ -28,7 +28,6 @@ import time
 from pathlib import Path
 from typing import Optional
 
-
 import torch
 
 from hydra_dense.bench.backbone import MODELS, PIPELINES, ROW_COLUMNS, BenchSettings, attention_flop_shares, bench_backbones
