@@ -10,7 +10,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Optional, Sequence, Union
 
-from ..data.segmentation import IMAGENET_MEAN, IMAGENET_STD
 from ..data.unlabeled import UnlabeledImageDataModule
 
 __all__ = ["ConversionImages", "task_training_images"]
@@ -28,7 +27,8 @@ class ConversionImages(UnlabeledImageDataModule):
         task_overrides: CLI overrides applied to ``task_config`` first, as the task's own run had them
             (e.g. ``["--data.init_args.root=/data/ADEChallengeData2016"]``).
 
-    The other arguments are :class:`~hydra_dense.data.unlabeled.UnlabeledImageDataModule`'s.
+    The other arguments (``crop_size``, ``batch_size``, ...) are
+    :class:`~hydra_dense.data.unlabeled.UnlabeledImageDataModule`'s, passed on as they are.
     """
 
     def __init__(
@@ -37,25 +37,12 @@ class ConversionImages(UnlabeledImageDataModule):
         val_root: Union[str, list[str], None] = None,
         task_config: Optional[str] = None,
         task_overrides: Optional[list[str]] = None,
-        crop_size: int = 224,
-        scale_range: tuple[float, float] = (0.25, 1.0),
-        hflip: bool = True,
-        val_every: int = 10,
-        max_images: Optional[int] = None,
-        batch_size: int = 16,
-        val_batch_size: int = 16,
-        num_workers: int = 2,
-        skip_bad: bool = False,
-        mean: tuple[float, float, float] = IMAGENET_MEAN,
-        std: tuple[float, float, float] = IMAGENET_STD,
+        **kwargs,
     ) -> None:
         if root is None and task_config is None:
             raise ValueError("data: give data.root (image folders), data.task_config (a task YAML) or both")
         files = task_training_images(task_config, task_overrides or []) if task_config else None
-        super().__init__(root=root, val_root=val_root, train_files=files, crop_size=crop_size,
-                         scale_range=scale_range, hflip=hflip, val_every=val_every, max_images=max_images,
-                         batch_size=batch_size, val_batch_size=val_batch_size, num_workers=num_workers,
-                         skip_bad=skip_bad, mean=mean, std=std)
+        super().__init__(root=root, val_root=val_root, train_files=files, **kwargs)
 
     def _listed_source(self) -> list[str]:
         task = self.hparams.get("task_config")
