@@ -19,13 +19,14 @@ from .layout import TokenLayout
 from .local_mixing import LocalMixing, parse_local
 from .local_window import WindowSoftmaxBranch
 from .windows import keep_one_key, partition, unpartition, window_grid, window_key_mask
-from .ops import FeatureMapName, aft_simple, feature_map_by_name, hydra_attention, linear_attention, poly_nl
+from .ops import (FeatureMapName, aft_simple, feature_map_by_name, hydra_attention, linear_attention,
+                  norm_aware_hydra, poly_nl)
 
 __all__ = ["TokenLayout", "PlannedAttention", "MSAttention", "GlobalLinearAttention", "HydraAttention",
-           "LinearAttention", "NoMixAttention", "WindowMSAttention", "AFTSimpleAttention", "PolyNLAttention",
+           "NormAwareHydraAttention", "LinearAttention", "NoMixAttention", "WindowMSAttention", "AFTSimpleAttention", "PolyNLAttention",
            "build_attention", "AttentionKind", "ATTENTION_KINDS", "ATTENTION_CLASSES", "LOCAL_PLACEMENT"]
 
-AttentionKind = Literal["msa", "hydra", "window", "none", "linear", "aft", "polynl"]
+AttentionKind = Literal["msa", "hydra", "hydra_norm", "window", "none", "linear", "aft", "polynl"]
 ATTENTION_KINDS: tuple[str, ...] = get_args(AttentionKind)
 
 
@@ -195,6 +196,26 @@ class HydraAttention(GlobalLinearAttention):
         return hydra_attention(q, k, v, key_padding_mask=mask)
 
 
+class NormAwareHydraAttention(GlobalLinearAttention):
+    """Hydra's H = D one-feature heads with weights that sum to one and keep the query's norm
+    (:func:`~hydra_dense.attention.ops.norm_aware_hydra`): ``mean_s(v) + scale * q * cov_s(k, v)``.
+
+    With the cosine kernel and ``token_mean``, Hydra's global term is ``phi(q) * mean(phi(k) * v)``,
+    of order ``|v| / D``: next to a local branch on ``v`` it carries almost nothing. Here the token
+    weights sum to one, so the term is of order ``|v|`` from the start, and ``scale`` (the softmax
+    teacher's ``head_dim^-0.5``) with the raw q, k makes it the first-order expansion of each
+    channel's softmax, which an MSA checkpoint's q, k initialise. No new parameters: any ViT state
+    dict loads. Takes a local branch on v or x.
+    """
+
+    kind = "hydra_norm"
+    plan_options = ("local",)
+    has_feature_map = False
+
+    def _global(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: Optional[torch.Tensor]) -> torch.Tensor:
+        return norm_aware_hydra(q * self.scale, k, v, key_padding_mask=mask)
+
+
 class LinearAttention(GlobalLinearAttention):
     """Multi-head linear attention with ``linear_heads`` heads and a decomposable kernel (ablations)."""
 
@@ -323,6 +344,7 @@ class WindowMSAttention(PlannedAttention):
 ATTENTION_CLASSES: dict[str, type[PlannedAttention]] = {
     "msa": MSAttention,
     "hydra": HydraAttention,
+    "hydra_norm": NormAwareHydraAttention,
     "window": WindowMSAttention,
     "none": NoMixAttention,
     "linear": LinearAttention,

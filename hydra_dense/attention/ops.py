@@ -14,7 +14,7 @@ import torch
 import torch.nn.functional as F
 
 __all__ = ["hydra_attention", "hydra_attention_eager", "linear_attention", "aft_simple", "aft_simple_eager",
-           "poly_nl", "poly_nl_eager", "FeatureMapName", "feature_map_by_name", "HYDRA_EPS",
+           "poly_nl", "poly_nl_eager", "norm_aware_hydra", "norm_aware_hydra_eager", "FeatureMapName", "feature_map_by_name", "HYDRA_EPS",
            "FUSED_MIN_NUMEL"]
 
 FeatureMapName = Literal["cosine", "relu", "elu", "sigmoid", "identity"]  # phi of linear attention
@@ -299,3 +299,42 @@ def poly_nl(
     of q and k, and a mean instead of a sum over tokens. Args and result as :func:`hydra_attention`.
     """
     return _baseline(poly_nl_eager, q, k, v, key_padding_mask, impl)
+
+
+# --------------------------------------------------------------------------------------------
+# Norm-aware Hydra: one feature per head, weights that sum to one and keep the query's magnitude
+# --------------------------------------------------------------------------------------------
+def norm_aware_hydra_eager(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, key_padding_mask: Optional[torch.Tensor] = None
+) -> torch.Tensor:
+    """Reference eager implementation of :func:`norm_aware_hydra` (same contract)."""
+    qf, kf, vf = _acc(q), _acc(k), _acc(v)
+    count = torch.full(q.shape[:-2] + (1, 1), q.shape[-2], dtype=kf.dtype, device=q.device)
+    if key_padding_mask is not None:
+        keep = (~key_padding_mask).unsqueeze(-1)
+        kf, vf = kf * keep, vf * keep
+        count = keep.sum(-2, keepdim=True).to(kf.dtype).clamp_min(1.0)
+    k_mean = kf.sum(-2, keepdim=True) / count
+    v_mean = vf.sum(-2, keepdim=True) / count
+    covariance = (kf * vf).sum(-2, keepdim=True) / count - k_mean * v_mean  # (..., 1, D)
+    out = v_mean + qf * covariance
+    if key_padding_mask is not None:
+        out = out.masked_fill(key_padding_mask.unsqueeze(-1), 0.0)
+    return out.to(q.dtype)
+
+
+def norm_aware_hydra(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, key_padding_mask: Optional[torch.Tensor] = None,
+    impl: Impl = "auto",
+) -> torch.Tensor:
+    """Hydra's one-feature heads with weights that sum to one and keep the query's norm, per channel ``d``::
+
+        out_t = mean_s(v_s) + q_t * cov_s(k, v)                     (mean / covariance over the valid tokens s)
+
+    i.e. token ``s`` gets the weight ``(1 + q_t (k_s - mean k)) / T``: the first-order expansion of
+    a per-channel softmax ``exp(q_t k_s)``. The weights sum to one (the additive normalisation of
+    MALA, "Rectifying Magnitude Neglect in Linear Attention") and their spread grows with ``|q_t|``,
+    which Hydra's cosine kernel divides out. O(T D) like Hydra: three token means and one product.
+    Args and result as :func:`hydra_attention` (the means in fp32 under autocast).
+    """
+    return _baseline(norm_aware_hydra_eager, q, k, v, key_padding_mask, impl)

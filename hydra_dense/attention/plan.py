@@ -16,7 +16,7 @@ __all__ = ["AttentionPlan", "LOCAL_KINDS", "MEAN_KINDS", "PLAN_NAMES", "LOCAL_NA
 LOCAL_KINDS = tuple(k for k, cls in ATTENTION_CLASSES.items() if "local" in cls.plan_options)
 MEAN_KINDS = tuple(k for k, cls in ATTENTION_CLASSES.items() if "token_mean" in cls.plan_options)
 # the plan-name vocabulary of the tools (benchmark, compare, convert), see AttentionPlan.from_name
-PLAN_NAMES = ("msa", "hydra", "aft", "polynl", "none", "hybrid<L>", "aft_last<L>", "polynl_last<L>", "hydra_at<i>.<j>...",
+PLAN_NAMES = ("msa", "hydra", "hydra_norm", "aft", "polynl", "none", "hybrid<L>", "aft_last<L>", "polynl_last<L>", "hydra_at<i>.<j>...",
               "vitdet_msa", "vitdet_hydra", "linear<H>")
 # every plan with Hydra / linear blocks also takes a local-mixing suffix (LOCAL_NAMES): hydra+dwc3, hybrid4+dwc5, ...
 
@@ -49,7 +49,7 @@ class AttentionPlan:
     hydra_blocks: list[int] = field(default_factory=list)
     window_size: int = 0
     global_blocks: list[int] = field(default_factory=list)
-    global_attention: Literal["msa", "hydra", "linear", "aft", "polynl", "none"] = "msa"
+    global_attention: Literal["msa", "hydra", "hydra_norm", "linear", "aft", "polynl", "none"] = "msa"
     rel_pos: bool = False
     blocks: Optional[list[AttentionKind]] = None
     linear_heads: Optional[int] = None
@@ -145,7 +145,7 @@ class AttentionPlan:
     def from_name(cls, name: str, depth: int, window_size: int = 14) -> "AttentionPlan":
         """Plan names of the tools -> plans. ``hybrid<L>``: Hydra in the last L blocks; ``vitdet_*``:
         windowed MSA with global blocks every depth/4 (2, 5, 8, 11 for depth 12) running MSA or Hydra;
-        ``linear<H>``: cosine linear attention with H heads; ``aft`` / ``polynl``: the paper's token-linear
+        ``linear<H>``: cosine linear attention with H heads; ``hydra_norm``: norm-aware Hydra everywhere; ``aft`` / ``polynl``: the paper's token-linear
         baselines everywhere, ``aft_last<L>`` / ``polynl_last<L>`` in the last L blocks; ``hydra_at0.1.11``: Hydra in blocks 0, 1 and 11
         (MSA elsewhere). A ``+<local>`` suffix (``hydra+dwc3``,
         ``hybrid4+dwc5``) adds local mixing (:mod:`hydra_dense.attention.local_mixing`) to the Hydra / linear blocks;
@@ -168,20 +168,20 @@ class AttentionPlan:
     def names(depth: int = 12) -> list[str]:
         """Plan names worth listing for a model of ``depth`` blocks (patterns ``hybrid<L>`` / ``linear<H>``
         accept any L / H)."""
-        bases = ["msa", "hydra", "aft", "polynl", "none", "hybrid<L>"] + [f"hybrid{n}" for n in (2, 4, 8) if n < depth] + ["hydra_at<i>.<j>..."]
+        bases = ["msa", "hydra", "hydra_norm", "aft", "polynl", "none", "hybrid<L>"] + [f"hybrid{n}" for n in (2, 4, 8) if n < depth] + ["hydra_at<i>.<j>..."]
         bases += ["aft_last<L>", "polynl_last<L>", "vitdet_msa", "vitdet_hydra", "linear<H>"]
         with_local = [b for b in bases if b not in ("msa", "none", "vitdet_msa")]
         # the baselines have no feature map phi, so no kernel-restricted (``_kv``) branch
-        fits = lambda b, loc: not (b.startswith(("aft", "polynl")) and parse_local(loc).source == "kv")
+        fits = lambda b, loc: not (b.startswith(("aft", "polynl", "hydra_norm")) and parse_local(loc).source == "kv")
         named = bases + [f"{b}+{loc}" for b in with_local for loc in LOCAL_NAMES if fits(b, loc)]
-        # token-mean variants of the Hydra plans (aft / polynl normalise over tokens already)
-        mean = [b for b in with_local if not b.startswith(("aft", "polynl"))]
+        # token-mean variants of the Hydra plans (aft / polynl / hydra_norm average over tokens already)
+        mean = [b for b in with_local if not b.startswith(("aft", "polynl", "hydra_norm"))]
         return named + [f"{b}+mean" for b in mean] + [f"{b}+mean+{loc}" for b in mean for loc in LOCAL_NAMES]
 
     @classmethod
     def _from_base_name(cls, name: str, depth: int, window_size: int) -> "AttentionPlan":
         glob = [i * depth // 4 + depth // 4 - 1 for i in range(4)]
-        if name in ("msa", "hydra", "aft", "polynl", "none"):
+        if name in ("msa", "hydra", "hydra_norm", "aft", "polynl", "none"):
             return cls(default=name)  # type: ignore[arg-type]
         if m := re.fullmatch(r"hybrid(\d+)", name):
             return cls(default="msa", hydra_last=int(m.group(1)))

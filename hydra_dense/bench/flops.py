@@ -30,6 +30,7 @@ def attention_flops_by_formula(tokens: int, dim: int, depth: int) -> int:
 # elementwise FLOPs per token and channel of each token-linear op, forward
 ELEMENTWISE_PER_TOKEN_CHANNEL = {
     "hydra": 8,    # two L2 norms (square, sum, scale: 3 each), k*v and its sum, q*kv
+    "hydra_norm": 8,  # q*scale, sums of k, v and k*v (k*v: 2), q*covariance, + mean of v
     "aft": 11,     # softmax over tokens (max, subtract, exp, sum, divide), w*v and its sum, sigmoid (3), gate
     "polynl": 3,   # k*v, its sum, q*context
 }
