@@ -27,6 +27,7 @@ _PROCESS_MODULES = {"subprocess", "multiprocessing", "torch.multiprocessing"}
 # package functions that start processes: the comparison job (one worker per run) and the fresh-process
 # memory measurement
 _PROCESS_CALLS = ("hydra_dense.compare:main", "hydra_dense.compare:run_comparison",
+                  "hydra_dense.convert.from_run:main", "hydra_dense.convert.from_run:convert_run",
                   "hydra_dense.bench.memory:peak_memory_mb_isolated")
 
 

@@ -11,7 +11,7 @@ from typing import Optional
 from .progress import JobProgress
 from .runs import run_or_reuse
 
-__all__ = ["ComparisonJob", "run_comparison"]
+__all__ = ["ComparisonJob", "run_comparison", "prepare_job"]
 
 
 @dataclass
@@ -138,7 +138,7 @@ class ComparisonJob:
 def run_comparison(args: argparse.Namespace, overrides: list[str]) -> list[dict]:
     """Train every recipe x seed (fresh process each, reused when done), convert, time the trained
     recipes together, and write the report. Returns the per-recipe rows."""
-    job = _prepare(args, overrides)
+    job = prepare_job(args, overrides)
     for recipe in job.recipes:  # recipes trained from the given weights first: a conversion may start from msa
         if recipe.start == "given":
             job.train(recipe)
@@ -147,7 +147,7 @@ def run_comparison(args: argparse.Namespace, overrides: list[str]) -> list[dict]
     return job.report(*job.speed())
 
 
-def _prepare(args: argparse.Namespace, overrides: list[str]) -> ComparisonJob:
+def prepare_job(args: argparse.Namespace, overrides: list[str]) -> ComparisonJob:
     """Check the inputs and fetch what every run needs, before anything trains."""
     from .run_setup import prepare_default_data, pretrained_weights, uses_pretrained
     from .recipes import parse_recipes

@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 from typing import Optional
 
-__all__ = ["run_one", "request_overrides", "load_task_head", "scores_at_sizes", "evaluate_saved"]
+__all__ = ["run_one", "evaluate_given", "request_overrides", "load_task_head", "scores_at_sizes", "evaluate_saved"]
 
 
 def request_overrides(req: dict) -> list[str]:
@@ -88,7 +88,6 @@ def run_one(req: dict, run_dir: Path) -> dict:
     """Train, validate and measure one recipe/seed as ``req`` says; returns (and writes) the result."""
     import torch
 
-    from ..bench.flops import count_flops
     from ..bench.memory import peak_memory_mb
     from ..bench.throughput import TrainClock
     from ..runtime.progress import StepProgress
@@ -105,7 +104,33 @@ def run_one(req: dict, run_dir: Path) -> dict:
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     t0 = time.time()
     peak = peak_memory_mb(lambda: trainer.fit(model, datamodule=dm), device)
-    train_min = (time.time() - t0) / 60
+    train = dict(train_img_s=clock.images / max(clock.seconds, 1e-9), peak_train_mem_mb=peak,
+                 train_min=(time.time() - t0) / 60, steps=trainer.global_step)
+    return _validate_and_describe(req, run_dir, model, dm, trainer, train)
+
+
+def evaluate_given(req: dict, run_dir: Path, weights: str, steps: int) -> dict:
+    """The result of a model trained elsewhere (the task weights at ``weights``, ``steps`` steps):
+    validated and described like a trained run, with no training figures."""
+    import torch
+
+    from .run_setup import build_run
+
+    quiet = ["--trainer.enable_progress_bar=false", "--trainer.enable_model_summary=false"]
+    _, model, dm, trainer = build_run(Path(req["config"]), request_overrides(req) + quiet, run_dir, req.get("plan_name"))
+    model.load_state_dict(torch.load(weights, map_location="cpu", weights_only=True))
+    train = dict(train_img_s=float("nan"), peak_train_mem_mb=float("nan"), train_min=float("nan"), steps=steps)
+    return _validate_and_describe(dict(req, save_weights=False), run_dir, model, dm, trainer, train, weights)
+
+
+def _validate_and_describe(req: dict, run_dir: Path, model, dm, trainer, train: dict,
+                           weights: Optional[str] = None) -> dict:
+    """Validate ``model``, count its FLOPs on one training input, save its weights when asked, and
+    write ``result.json``: the scores next to the ``train`` figures."""
+    import torch
+
+    from ..bench.flops import count_flops
+
     metrics = trainer.validate(model, datamodule=dm, verbose=False)[0]
     key = next((k for k in ("val_mIoU", "val_mAP", "val_top1") if k in metrics), None)
     key2 = next((k for k in metrics if k in ("val_pixel_acc", "val_mAP_50") or
@@ -129,9 +154,10 @@ def run_one(req: dict, run_dir: Path) -> dict:
         attention=model.backbone.plan.describe(depth),
         metric=key or "", score=100 * metrics.get(key, float("nan")),
         metric2=key2 or "", score2=100 * metrics.get(key2, float("nan")), scores_at=scores_at,
-        train_img_s=clock.images / max(clock.seconds, 1e-9), peak_train_mem_mb=peak,
+        train_img_s=train["train_img_s"], peak_train_mem_mb=train["peak_train_mem_mb"],
         params_m=sum(p.numel() for p in model.parameters()) / 1e6, gflops_img=gflops,
-        steps=trainer.global_step, train_min=train_min, weights=str(ckpt) if ckpt.is_file() else "",
+        steps=train["steps"], train_min=train["train_min"],
+        weights=weights or (str(ckpt) if ckpt.is_file() else ""),
         per_class=model.per_class_table() if hasattr(model, "per_class_table") else "",
     )
     (run_dir / "result.json").write_text(json.dumps(result, indent=1, default=float))

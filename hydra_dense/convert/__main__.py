@@ -4,6 +4,7 @@
     hydra-dense-convert --config configs/convert/dinov2_s14_hydra_dwc3.yaml \\
         --model.init_args.backbone.init_args.plan='{default: hydra}' --trainer.max_steps=300
     hydra-dense-convert --config ... --ckpt_path last            # resume an interrupted conversion
+    hydra-dense-convert --from-run RUN_DIR                       # a finished MSA run -> Hydra, fine-tuned, report
 
 Every other argument is a LightningCLI override, as for ``tools/train.py fit``. The embedded
 natural images a config points at are prepared first.
@@ -19,6 +20,10 @@ DEFAULT_CONFIG = Path(__file__).resolve().parents[2] / "configs" / "convert" / "
 
 def main(argv: Optional[list[str]] = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
+    if any(a == "--from-run" or a.startswith("--from-run=") for a in args):
+        from .from_run import main as from_run_main
+
+        return from_run_main(args)
     if args and args[0] in ("-h", "--help") and len(args) == 1:
         print(__doc__)
     if args[:1] == ["fit"]:

@@ -1,0 +1,76 @@
+"""``hydra-dense-convert --from-run``: a finished ``hydra-dense-train fit`` MSA run converted on its own
+training images, fine-tuned with its head, and reported next to the run's own model."""
+import csv
+import json
+
+import pytest
+import torch
+import yaml
+
+from hydra_dense.convert.__main__ import main as convert_main
+from hydra_dense.convert.from_run import find_run
+from tests.helpers.tiny_runs import last_val_metrics, ok, train, write_config
+
+CONVERSION = {
+    "trainer": {"accelerator": "cpu", "enable_progress_bar": False, "num_sanity_val_steps": 0, "val_check_interval": 2,
+                "check_val_every_n_epoch": None},
+    "model": {"class_path": "hydra_dense.convert.ConversionTask", "init_args": {
+        "backbone": {"class_path": "hydra_dense.backbones.ViT", "init_args": {"size": "tiny"}}, "lr": 3e-3,
+        "warmup_steps": 1}},
+    "data": {"class_path": "hydra_dense.convert.ConversionImages", "init_args": {
+        "task_config": "placeholder.yaml", "val_every": 4, "crop_size": 32, "batch_size": 4, "val_batch_size": 4,
+        "num_workers": 0}}}
+
+
+def test_a_finished_msa_run_is_converted_fine_tuned_and_reported(tmp_path, monkeypatch):
+    monkeypatch.setenv("HYDRA_DENSE_CACHE", str(tmp_path / "cache"))
+    config = write_config("segmentation", tmp_path)
+    run_dir = tmp_path / "run"
+    ok(train("fit", config, run_dir, "--model.init_args.backbone.init_args.plan=msa"))
+    found = find_run(run_dir)
+    assert found.weights.name == "last.ckpt" and found.steps == 12 and found.seed == 0
+    conv = tmp_path / "convert.yaml"
+    conv.write_text(yaml.safe_dump(CONVERSION))
+    out = tmp_path / "fast"
+    assert convert_main(["--from-run", str(run_dir), "--plan", "hydra+dwc3", "--steps", "2", "--convert-config",
+                         str(conv), "--convert-steps", "2", "--speed-size", "0", "--out", str(out)]) == 0
+
+    rows = {r["plan"]: r for r in csv.DictReader((out / "table.csv").open())}
+    # the run's own model, evaluated as it is: the score its own last validation logged
+    assert float(rows["msa"]["score"]) == pytest.approx(100 * last_val_metrics(run_dir)["val_mIoU"], abs=1e-3)
+    assert rows["msa"]["steps"] == "12"
+    fast = rows["hydra+dwc3@from_msa"]
+    assert fast["attention"] == "hydra+dwc3 x2" and fast["steps"] == "2" and float(fast["convert_min"]) > 0
+    assert "train split, labels unused" in fast["convert_data"]
+    # converted from the run's weights, on its training images, the run's head loaded before the fine-tune
+    req = json.loads((out / "hydra+dwc3@from_msa" / "seed0" / "request.json").read_text())
+    msa_weights = out / "msa" / "seed0" / "msa_weights.pt"
+    assert req["head_from"] == str(msa_weights)
+    meta = torch.load(req["converted"], map_location="cpu", weights_only=True)["hydra_dense"]
+    assert meta["source"] == str(msa_weights) and "15 train / 5 val images" in meta["data"]
+    run_state = torch.load(found.weights, map_location="cpu", weights_only=False)["state_dict"]
+    saved = torch.load(msa_weights, map_location="cpu", weights_only=True)
+    assert saved.keys() == run_state.keys() and all(torch.equal(saved[k], run_state[k]) for k in saved)
+    assert (out / "report.html").is_file()
+
+
+def test_from_run_names_what_is_missing_or_already_hydra(tmp_path):
+    with pytest.raises(FileNotFoundError, match="is not a folder"):
+        convert_main(["--from-run", str(tmp_path / "nowhere")])
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(FileNotFoundError, match="no config.yaml under"):
+        convert_main(["--from-run", str(tmp_path / "empty")])
+    logs = tmp_path / "no_ckpt" / "lightning_logs" / "version_0"
+    logs.mkdir(parents=True)
+    (logs / "config.yaml").write_text("seed_everything: 0\n")
+    with pytest.raises(FileNotFoundError, match=r"no checkpoint \(\*.ckpt\) under"):
+        convert_main(["--from-run", str(tmp_path / "no_ckpt")])
+
+
+def test_from_run_refuses_a_run_that_is_not_softmax(tmp_path, monkeypatch):
+    from hydra_dense.convert.from_run import FinishedRun, convert_run
+
+    config = write_config("segmentation", tmp_path)  # the tiny config's backbone runs Hydra
+    run = FinishedRun(config, [], tmp_path / "unused.ckpt", 0, 0)
+    with pytest.raises(ValueError, match="already runs hydra x2"):
+        convert_run(run, tmp_path / "out", "hydra", None, None, None, 0, None, "0")
