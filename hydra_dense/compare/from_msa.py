@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import statistics
-from dataclasses import asdict
 from pathlib import Path
 from typing import Optional
 
@@ -77,7 +76,7 @@ def msa_run_starts(recipes, msa_runs: list[dict], config: Path, overrides: list[
         if recipe.start == "continued":
             starts[recipe.name] = [(r["weights"], r["weights"]) for r in msa_runs]
         elif recipe.start == "from_msa":
-            plan = {k: v for k, v in asdict(recipe.plan(depth)).items() if v not in (None, [], 0, False) or k == "default"}
+            plan = recipe.plan_fields(depth)
             done = [converted_checkpoint(backbone, plan, r["weights"], conv_cfg, steps, extra) for r in msa_runs]
             starts[recipe.name] = [(str(ckpt), r["weights"]) for (ckpt, _), r in zip(done, msa_runs)]
             conversions[recipe.name] = (done[0][0], _summary([info for _, info in done]))

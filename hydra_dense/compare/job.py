@@ -198,8 +198,6 @@ def _check_conversion_teacher(recipes, config: Path) -> None:
 
 def _conversions(recipes, args, config: Path, overrides: list[str], source: str) -> dict:
     """recipe name -> (converted checkpoint, info) for the ``@converted`` recipes."""
-    from dataclasses import asdict
-
     from .conversion import ALIGN_CONFIG, aligned_checkpoint, converted_checkpoint, default_convert_config, \
         task_backbone_config
 
@@ -210,7 +208,7 @@ def _conversions(recipes, args, config: Path, overrides: list[str], source: str)
     out = {}
     for r in recipes:
         if r.converted:
-            plan = {k: v for k, v in asdict(r.plan(depth)).items() if v not in (None, [], 0, False) or k == "default"}
+            plan = r.plan_fields(depth)
             out[r.name] = converted_checkpoint(backbone, plan, source, convert_config, args.convert_steps, extra)
             if r.aligned:
                 if backbone["class_path"].endswith("VideoViT"):

@@ -71,6 +71,13 @@ class Recipe:
             raise ValueError(f"recipe {self.name!r} is a backbone file, not a plan")
         return AttentionPlan.from_name(self.plan_name, depth)
 
+    def plan_fields(self, depth: int) -> dict:
+        """The plan's fields that differ from an empty plan (``default`` always): what a conversion is
+        given and keyed by."""
+        from dataclasses import asdict
+
+        return {k: v for k, v in asdict(self.plan(depth)).items() if v not in (None, [], 0, False) or k == "default"}
+
 
 def parse_recipes(plans: Optional[str], backbones: Optional[str] = None, depth: int = 12) -> list[Recipe]:
     """``--plans a,b,c`` or ``--backbones x.yaml,y.yaml`` -> recipes, every name validated first."""

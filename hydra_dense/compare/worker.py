@@ -17,6 +17,10 @@ from typing import Optional
 __all__ = ["run_one", "evaluate_given", "request_overrides", "load_task_head", "scores_at_sizes", "evaluate_saved"]
 
 
+# one line every 50 steps in the job's log instead of a progress bar (an endless line in a file)
+QUIET = ["--trainer.enable_progress_bar=false", "--trainer.enable_model_summary=false"]
+
+
 def request_overrides(req: dict) -> list[str]:
     """The CLI overrides of a request: the user's, the seed, the backbone file, the start weights."""
     from .run_setup import uses_pretrained
@@ -93,9 +97,7 @@ def run_one(req: dict, run_dir: Path) -> dict:
     from ..runtime.progress import StepProgress
     from .run_setup import build_run
 
-    # one line every 50 steps in the job's log instead of a progress bar (an endless line in a file)
-    quiet = ["--trainer.enable_progress_bar=false", "--trainer.enable_model_summary=false"]
-    cli, model, dm, trainer = build_run(Path(req["config"]), request_overrides(req) + quiet, run_dir,
+    cli, model, dm, trainer = build_run(Path(req["config"]), request_overrides(req) + QUIET, run_dir,
                                         req.get("plan_name"), weights=req.get("converted"), strict_weights=True)
     if req.get("head_from"):  # converted from a trained task model: its head fits the converted features
         load_task_head(model, req["head_from"])
@@ -116,8 +118,7 @@ def evaluate_given(req: dict, run_dir: Path, weights: str, steps: int) -> dict:
 
     from .run_setup import build_run
 
-    quiet = ["--trainer.enable_progress_bar=false", "--trainer.enable_model_summary=false"]
-    _, model, dm, trainer = build_run(Path(req["config"]), request_overrides(req) + quiet, run_dir, req.get("plan_name"))
+    _, model, dm, trainer = build_run(Path(req["config"]), request_overrides(req) + QUIET, run_dir, req.get("plan_name"))
     model.load_state_dict(torch.load(weights, map_location="cpu", weights_only=True))
     train = dict(train_img_s=float("nan"), peak_train_mem_mb=float("nan"), train_min=float("nan"), steps=steps)
     return _validate_and_describe(dict(req, save_weights=False), run_dir, model, dm, trainer, train, weights)

@@ -16,7 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Optional
 
@@ -158,7 +158,7 @@ def convert_run(run: FinishedRun, out: Path, plan_name: str, steps: Optional[int
 
     # stage 1 (and 2) on the run's training images, labels unused; then the fine-tune, head kept
     depth = backbone["init_args"].get("depth") or 12
-    plan = {k: v for k, v in asdict(converted.plan(depth)).items() if v not in (None, [], 0, False) or k == "default"}
+    plan = converted.plan_fields(depth)
     task_images = [f"--data.init_args.task_config={run.config.resolve()}",
                    f"--data.init_args.task_overrides={json.dumps(list(overrides))}"]
     stage = converted_checkpoint(backbone, plan, str(weights), convert_config or task_convert_config(backbone),

@@ -1,4 +1,4 @@
-"""Every file of a split checked before the first step: each file exists, its header reads, its mode
+"""Checks every file of a split before training starts: each file exists, its header reads, its mode
 is one the readers take, and an image agrees in size with its label map or annotation. Headers only (no pixel
 is decoded), so the check stays cheap for ADE20K's 20k images; every problem is reported at once."""
 from __future__ import annotations
