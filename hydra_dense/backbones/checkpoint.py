@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import math
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping, Union
@@ -27,6 +28,7 @@ _DROP_PREFIXES = ("head.", "head_dist.", "dist_token", "mask_token", "decoder", 
                   "pre_logits.")
 _WRAPPERS = ("state_dict", "model", "module", "model_ema", "teacher", "student")
 _PREFIXES = ("module.", "model.", "backbone.", "encoder.", "teacher.backbone.")
+_PREFIXED_QKV = re.compile(r"^(.*?)blocks\.\d+\.attn\.qkv\.weight$")
 
 
 class CheckpointError(ValueError):
@@ -93,10 +95,23 @@ def read_checkpoint(path: Union[str, Path]) -> tuple[dict[str, torch.Tensor], di
     if not isinstance(obj, Mapping):
         raise CheckpointError(f"checkpoint {p} is not a state dict (got {type(obj).__name__})")
     sd = {k: v for k, v in obj.items() if isinstance(v, torch.Tensor)}
+    return _without_vit_prefix(sd), meta
+
+
+def _without_vit_prefix(sd: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """The ViT's tensors with the prefix they sit under dropped (``backbone.`` in a segmentation task's
+    weights, ``detector.backbone.vit.`` in a detection task's); tensors outside it (heads) are left out.
+    A checkpoint holding more than one ViT (a teacher and a student) takes the first of ``_PREFIXES``."""
+    prefixes = {m.group(1) for k in sd if (m := _PREFIXED_QKV.match(k))}
+    if "" in prefixes or not prefixes:
+        return sd
+    if len(prefixes) == 1:
+        (prefix,) = prefixes
+        return {k[len(prefix):]: v for k, v in sd.items() if k.startswith(prefix)}
     for prefix in _PREFIXES:
         if not any(k.startswith("blocks.") for k in sd) and any(k.startswith(prefix + "blocks.") for k in sd):
             sd = {k[len(prefix):]: v for k, v in sd.items() if k.startswith(prefix)}
-    return sd, meta
+    return sd
 
 
 def _split_prefix(num_tokens: int) -> int:

@@ -41,8 +41,10 @@ def load_task_head(model, path: str) -> list[str]:
     import torch
 
     state = torch.load(path, map_location="cpu", weights_only=True)
-    head = {k: v for k, v in state.items() if not k.startswith("backbone.")}
-    wanted = [k for k in model.state_dict() if not k.startswith("backbone.")]
+    # where the task keeps its ViT: ``backbone.`` (segmentation, video), ``detector.backbone.vit.`` (detection)
+    backbone = next(name + "." for name, module in model.named_modules() if module is model.backbone)
+    head = {k: v for k, v in state.items() if not k.startswith(backbone)}
+    wanted = [k for k in model.state_dict() if not k.startswith(backbone)]
     missing = [k for k in wanted if k not in head]
     if missing:
         raise KeyError(f"{path}: the task weights lack {', '.join(missing[:6])}; they are not this task's model")

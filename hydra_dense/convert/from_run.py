@@ -109,6 +109,23 @@ def _without_subcommand_keys(config: Path, out: Path) -> Path:
     return path
 
 
+def _with_run_data(convert_config: str, run: FinishedRun, out: Path) -> Path:
+    """A copy of ``convert_config`` whose ``data:`` is the run's own (after its overrides): a video run
+    is converted on its training clips (labels unused; its validation clips measure the conversion)."""
+    import yaml
+
+    from ..compare.run_setup import repo_root
+    from .images import task_data_section
+
+    path = Path(convert_config) if Path(convert_config).is_file() else repo_root() / convert_config
+    config = yaml.safe_load(path.read_text())
+    config["data"] = task_data_section(run.config, run.overrides)
+    out.mkdir(parents=True, exist_ok=True)
+    written = out / "convert_config.yaml"
+    written.write_text(yaml.safe_dump(config, sort_keys=False))
+    return written
+
+
 def _check_softmax(run: FinishedRun) -> dict:
     """The run's backbone config; raises unless every block of its plan is softmax attention."""
     from ..attention import AttentionPlan
@@ -159,10 +176,14 @@ def convert_run(run: FinishedRun, out: Path, plan_name: str, steps: Optional[int
     # stage 1 (and 2) on the run's training images, labels unused; then the fine-tune, head kept
     depth = backbone["init_args"].get("depth") or 12
     plan = converted.plan_fields(depth)
-    task_images = [f"--data.init_args.task_config={run.config.resolve()}",
-                   f"--data.init_args.task_overrides={json.dumps(list(overrides))}"]
+    if backbone["class_path"].endswith("VideoViT"):  # the run's own clips: its data module, as it trained
+        task_data = []
+        convert_config = convert_config or str(_with_run_data(task_convert_config(backbone), run, out))
+    else:  # the run's own training images, read through its data module's file list
+        task_data = [f"--data.init_args.task_config={run.config.resolve()}",
+                     f"--data.init_args.task_overrides={json.dumps(list(overrides))}"]
     stage = converted_checkpoint(backbone, plan, str(weights), convert_config or task_convert_config(backbone),
-                                 convert_steps, task_images)
+                                 convert_steps, task_data)
     if align_steps:
         stage = aligned_checkpoint(backbone, plan, str(weights), stage, align_config or ALIGN_CONFIG, run.config,
                                    overrides, align_steps)
@@ -182,8 +203,9 @@ def main(argv: Optional[list[str]] = None) -> int:
     p.add_argument("--steps", type=int, default=None, help="fine-tune steps after the conversion (default: the "
                                                            "run's trainer.max_steps)")
     p.add_argument("--convert-config", default=None, help="conversion config (default: the run's training images "
-                                                          "for image ViTs, configs/convert/video_demo_hydra_dwc3.yaml "
-                                                          "for video)")
+                                                          "for image ViTs; for video, the schedule of "
+                                                          "configs/convert/video_demo_hydra_dwc3.yaml on the run's "
+                                                          "clips)")
     p.add_argument("--convert-steps", type=int, default=None, help="stage-1 steps (default: the config's, 600)")
     p.add_argument("--align-steps", type=int, default=0, help="stage-2 (whole-network alignment) steps; 0 skips it")
     p.add_argument("--align-config", default=None, help=f"stage-2 config (default {ALIGN_CONFIG}); the run's "

@@ -12,7 +12,7 @@ from typing import Optional, Sequence, Union
 
 from ..data.unlabeled import UnlabeledImageDataModule
 
-__all__ = ["ConversionImages", "task_training_images"]
+__all__ = ["ConversionImages", "task_training_images", "task_data_section"]
 
 
 class ConversionImages(UnlabeledImageDataModule):
@@ -49,15 +49,8 @@ class ConversionImages(UnlabeledImageDataModule):
         return [f"task {task} (train split, labels unused)"] if task else []
 
 
-def task_training_images(config: Union[str, Path], overrides: Sequence[str] = ()) -> list[Path]:
-    """Image files of the training split of the data module a task YAML (after ``overrides``) declares.
-
-    The task's data module is built and set up for ``fit``; only its image paths are taken (masks and
-    boxes are never opened). Video data modules have no image files to take.
-    """
-    import contextvars
-    import importlib
-
+def task_data_section(config: Union[str, Path], overrides: Sequence[str] = ()) -> dict:
+    """The ``data:`` section (``class_path`` and ``init_args``) of a task YAML after ``overrides``."""
     import yaml
 
     path = Path(config).expanduser()
@@ -74,7 +67,20 @@ def task_training_images(config: Union[str, Path], overrides: Sequence[str] = ()
         data = (yaml.safe_load(path.read_text()) or {}).get("data")
     if not isinstance(data, dict) or "class_path" not in data:
         raise ValueError(f"data.task_config: {path} has no data: section with a class_path")
-    data = {k: v for k, v in data.items() if not k.startswith("__")}  # jsonargparse's own bookkeeping
+    return {k: v for k, v in data.items() if not k.startswith("__")}  # jsonargparse's own bookkeeping
+
+
+def task_training_images(config: Union[str, Path], overrides: Sequence[str] = ()) -> list[Path]:
+    """Image files of the training split of the data module a task YAML (after ``overrides``) declares.
+
+    The task's data module is built and set up for ``fit``; only its image paths are taken (masks and
+    boxes are never opened). Video data modules have no image files to take.
+    """
+    import contextvars
+    import importlib
+
+    path = Path(config).expanduser()
+    data = task_data_section(path, overrides)
     module, _, name = data["class_path"].rpartition(".")
     # built in an empty context: LightningCLI hands its own init_args to save_hyperparameters
     # through a context variable, which would otherwise replace the task data module's

@@ -35,6 +35,27 @@ def test_deit_distilled_checkpoint_loads(tmp_path):
     torch.testing.assert_close(ours.pos_embed, deit.pos_embed[:, [0] + list(range(2, 198))])
 
 
+def test_a_task_checkpoint_yields_its_vit_under_any_prefix(tmp_path):
+    """A detection task keeps its ViT under ``detector.backbone.vit.`` beside the pyramid and heads; a
+    checkpoint with a teacher and a student ViT gives the teacher's."""
+    from hydra_dense.backbones import read_state_dict
+
+    vit = ViT("tiny", depth=2, plan="msa")
+    task = {f"detector.backbone.vit.{k}": v for k, v in vit.state_dict().items()}
+    task["detector.backbone.pyramid.0.weight"] = torch.zeros(3)
+    task["detector.roi_heads.box_predictor.cls_score.weight"] = torch.zeros(3)
+    got = read_state_dict(save(tmp_path, task, wrap=False))
+    assert got.keys() == vit.state_dict().keys()
+    assert all(torch.equal(got[k], v) for k, v in vit.state_dict().items())
+
+    other = ViT("tiny", depth=2, plan="msa")
+    both = {**{f"teacher.backbone.{k}": v for k, v in vit.state_dict().items()},
+            **{f"student.backbone.{k}": v for k, v in other.state_dict().items()}}
+    got = read_state_dict(save(tmp_path, both, name="pair.pth", wrap=False))
+    assert got.keys() == vit.state_dict().keys() and torch.equal(got["blocks.0.attn.qkv.weight"],
+                                                                 vit.state_dict()["blocks.0.attn.qkv.weight"])
+
+
 def test_patch_size_is_resampled(tmp_path):
     src = ViT("tiny", depth=2, patch_size=16)
     dst = ViT("tiny", depth=2, patch_size=8, img_size=112)

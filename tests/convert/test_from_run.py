@@ -22,23 +22,31 @@ CONVERSION = {
         "num_workers": 0}}}
 
 
-def test_a_finished_msa_run_is_converted_fine_tuned_and_reported(tmp_path, monkeypatch):
+# task -> (its score's metric, fit steps, training images of the tiny data, conversion crop)
+TASKS = {"segmentation": ("val_mIoU", 12, 20, 32), "detection": ("val_mAP", 8, 12, 64)}
+
+
+@pytest.mark.parametrize("task", sorted(TASKS))
+def test_a_finished_msa_run_is_converted_fine_tuned_and_reported(task, tmp_path, monkeypatch):
+    metric, fit_steps, n_train, crop = TASKS[task]
     monkeypatch.setenv("HYDRA_DENSE_CACHE", str(tmp_path / "cache"))
-    config = write_config("segmentation", tmp_path)
+    config = write_config(task, tmp_path)
     run_dir = tmp_path / "run"
     ok(train("fit", config, run_dir, "--model.init_args.backbone.init_args.plan=msa"))
     found = find_run(run_dir)
-    assert found.weights.name == "last.ckpt" and found.steps == 12 and found.seed == 0
+    assert found.weights.name == "last.ckpt" and found.steps == fit_steps and found.seed == 0
     conv = tmp_path / "convert.yaml"
-    conv.write_text(yaml.safe_dump(CONVERSION))
+    conversion = json.loads(json.dumps(CONVERSION))
+    conversion["data"]["init_args"]["crop_size"] = crop
+    conv.write_text(yaml.safe_dump(conversion))
     out = tmp_path / "fast"
     assert convert_main(["--from-run", str(run_dir), "--plan", "hydra+dwc3", "--steps", "2", "--convert-config",
                          str(conv), "--convert-steps", "2", "--speed-size", "0", "--out", str(out)]) == 0
 
     rows = {r["plan"]: r for r in csv.DictReader((out / "table.csv").open())}
     # the run's own model, evaluated as it is: the score its own last validation logged
-    assert float(rows["msa"]["score"]) == pytest.approx(100 * last_val_metrics(run_dir)["val_mIoU"], abs=1e-3)
-    assert rows["msa"]["steps"] == "12"
+    assert float(rows["msa"]["score"]) == pytest.approx(100 * last_val_metrics(run_dir)[metric], abs=1e-3)
+    assert rows["msa"]["steps"] == str(fit_steps)
     fast = rows["hydra+dwc3@from_msa"]
     assert fast["attention"] == "hydra+dwc3 x2" and fast["steps"] == "2" and float(fast["convert_min"]) > 0
     assert "train split, labels unused" in fast["convert_data"]
@@ -47,11 +55,32 @@ def test_a_finished_msa_run_is_converted_fine_tuned_and_reported(tmp_path, monke
     msa_weights = out / "msa" / "seed0" / "msa_weights.pt"
     assert req["head_from"] == str(msa_weights)
     meta = torch.load(req["converted"], map_location="cpu", weights_only=True)["hydra_dense"]
-    assert meta["source"] == str(msa_weights) and "15 train / 5 val images" in meta["data"]
+    assert meta["source"] == str(msa_weights) and f"{n_train - n_train // 4} train / {n_train // 4} val images" in meta["data"]
     run_state = torch.load(found.weights, map_location="cpu", weights_only=False)["state_dict"]
     saved = torch.load(msa_weights, map_location="cpu", weights_only=True)
     assert saved.keys() == run_state.keys() and all(torch.equal(saved[k], run_state[k]) for k in saved)
     assert (out / "report.html").is_file()
+
+
+def test_a_finished_video_run_is_converted_on_its_own_clips(tmp_path, monkeypatch):
+    """Without --convert-config a video run converts with the video conversion schedule on the run's own
+    data section (its training clips, labels unused), not the demo's clips."""
+    pytest.importorskip("av")
+    monkeypatch.setenv("HYDRA_DENSE_CACHE", str(tmp_path / "cache"))
+    config = write_config("video", tmp_path)
+    run_dir = tmp_path / "run"
+    ok(train("fit", config, run_dir, "--model.init_args.backbone.init_args.plan=msa"))
+    out = tmp_path / "fast"
+    assert convert_main(["--from-run", str(run_dir), "--plan", "hydra+dwc3", "--steps", "2", "--convert-steps", "2",
+                         "--speed-size", "0", "--out", str(out)]) == 0
+    run_data = yaml.safe_load(config.read_text())["data"]
+    written = yaml.safe_load((out / "convert_config.yaml").read_text())
+    assert written["data"]["class_path"] == run_data["class_path"]
+    assert written["data"]["init_args"]["root"] == run_data["init_args"]["root"]
+    rows = {r["plan"]: r for r in csv.DictReader((out / "table.csv").open())}
+    assert float(rows["msa"]["score"]) == pytest.approx(100 * last_val_metrics(run_dir)["val_top1"], abs=1e-3)
+    fast = rows["hydra+dwc3@from_msa"]
+    assert fast["attention"] == "hydra+dwc3 x2" and "16 train / 5 val clips" in fast["convert_data"]
 
 
 def test_from_run_names_what_is_missing_or_already_hydra(tmp_path):
