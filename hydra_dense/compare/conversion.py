@@ -14,7 +14,7 @@ from typing import Optional
 import yaml
 
 from ..data.sources import cache_dir
-from .run_setup import prepare_default_data, repo_root, string_values
+from .run_setup import prepare_default_data, repo_root, shipped_file, string_values
 
 __all__ = ["converted_checkpoint", "aligned_checkpoint", "task_backbone_config", "default_convert_config",
            "DEFAULT_CONVERT_CONFIG", "VIDEO_CONVERT_CONFIG", "ALIGN_CONFIG"]
@@ -79,11 +79,7 @@ def converted_checkpoint(backbone_cfg: dict, plan: dict, source: str, convert_co
     (the per-block Markdown table) and ``cached`` (reused, not run now).
     """
     extra = list(extra or [])
-    conv_cfg = Path(convert_config)
-    if not conv_cfg.is_file():
-        conv_cfg = repo_root() / convert_config
-    if not conv_cfg.is_file():
-        raise FileNotFoundError(f"--convert-config: {convert_config} does not exist")
+    conv_cfg = shipped_file(convert_config, "--convert-config")
     backbone = json.loads(json.dumps(backbone_cfg))
     args = backbone.setdefault("init_args", {})
     args["plan"] = plan

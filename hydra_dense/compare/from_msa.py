@@ -32,11 +32,9 @@ def _reads_task_images(convert_config: str) -> bool:
     """Whether a conversion config's data are a task config's training images (``task_config:``)."""
     import yaml
 
-    from .run_setup import repo_root
+    from .run_setup import shipped_file
 
-    path = Path(convert_config) if Path(convert_config).is_file() else repo_root() / convert_config
-    if not path.is_file():
-        raise FileNotFoundError(f"--from-msa-convert-config: {convert_config} does not exist")
+    path = shipped_file(convert_config, "--from-msa-convert-config")
     data = (yaml.safe_load(path.read_text()) or {}).get("data") or {}
     return "task_config" in (data.get("init_args") or {})
 

@@ -6,12 +6,21 @@ import re
 from pathlib import Path
 from typing import Optional
 
-__all__ = ["repo_root", "prepare_default_data", "data_paths", "string_values", "pretrained_weights", "build_run",
+__all__ = ["repo_root", "shipped_file", "prepare_default_data", "data_paths", "string_values", "pretrained_weights", "build_run",
            "uses_pretrained"]
 
 
 def repo_root() -> Path:
     return Path(__file__).resolve().parents[2]
+
+
+def shipped_file(path: str, option: str) -> Path:
+    """``path`` as given, or else inside the repository (the shipped ``configs/``); raises naming
+    ``option`` when neither is a file."""
+    found = next((p for p in (Path(path).expanduser(), repo_root() / path) if p.is_file()), None)
+    if found is None:
+        raise FileNotFoundError(f"{option}: {path} does not exist")
+    return found
 
 
 # the embedded data sets, by the folder their configs point at (under the cache), and their modules

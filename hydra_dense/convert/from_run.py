@@ -114,11 +114,10 @@ def _with_run_data(convert_config: str, run: FinishedRun, out: Path) -> Path:
     is converted on its training clips (labels unused; its validation clips measure the conversion)."""
     import yaml
 
-    from ..compare.run_setup import repo_root
+    from ..compare.run_setup import shipped_file
     from .images import task_data_section
 
-    path = Path(convert_config) if Path(convert_config).is_file() else repo_root() / convert_config
-    config = yaml.safe_load(path.read_text())
+    config = yaml.safe_load(shipped_file(convert_config, "--convert-config").read_text())
     config["data"] = task_data_section(run.config, run.overrides)
     out.mkdir(parents=True, exist_ok=True)
     written = out / "convert_config.yaml"
@@ -182,8 +181,8 @@ def convert_run(run: FinishedRun, out: Path, plan_name: str, steps: Optional[int
     else:  # the run's own training images, read through its data module's file list
         task_data = [f"--data.init_args.task_config={run.config.resolve()}",
                      f"--data.init_args.task_overrides={json.dumps(list(overrides))}"]
-    stage = converted_checkpoint(backbone, plan, str(weights), convert_config or task_convert_config(backbone),
-                                 convert_steps, task_data)
+        convert_config = convert_config or task_convert_config(backbone)
+    stage = converted_checkpoint(backbone, plan, str(weights), convert_config, convert_steps, task_data)
     if align_steps:
         stage = aligned_checkpoint(backbone, plan, str(weights), stage, align_config or ALIGN_CONFIG, run.config,
                                    overrides, align_steps)
