@@ -2,9 +2,12 @@
 from __future__ import annotations
 
 import csv
+import io
 import math
 from pathlib import Path
 from typing import Iterable, Optional, Sequence
+
+from ..runtime.atomic_file import atomic_savefig, atomic_write_text
 
 
 def format_cell(v) -> str:
@@ -36,12 +39,12 @@ def write_csv(rows: Sequence[dict], path: str | Path, columns: Optional[Sequence
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     columns = list(columns or (rows[0].keys() if rows else []))
-    with open(path, "w", newline="") as fh:
-        w = csv.DictWriter(fh, fieldnames=columns, extrasaction="ignore")
-        w.writeheader()
-        for r in rows:
-            w.writerow(r)
-    return path
+    text = io.StringIO(newline="")
+    w = csv.DictWriter(text, fieldnames=columns, extrasaction="ignore")
+    w.writeheader()
+    for r in rows:
+        w.writerow(r)
+    return atomic_write_text(path, text.getvalue())
 
 
 def plot_backbone_rows(rows: Iterable[dict], shares: Sequence[dict], path: str | Path, title: str = "") -> Path:
@@ -90,6 +93,6 @@ def plot_backbone_rows(rows: Iterable[dict], shares: Sequence[dict], path: str |
     fig.tight_layout()
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
+    atomic_savefig(fig, path, dpi=110)
     plt.close(fig)
     return path

@@ -14,6 +14,8 @@ from typing import Optional
 import yaml
 
 from ..data.sources import cache_dir
+from ..runtime.atomic_file import atomic_write_text
+from ..runtime.refusal import StepFailed
 from .run_setup import prepare_default_data, repo_root, shipped_file, string_values
 
 __all__ = ["converted_checkpoint", "aligned_checkpoint", "task_backbone_config", "default_convert_config",
@@ -112,7 +114,7 @@ def converted_checkpoint(backbone_cfg: dict, plan: dict, source: str, convert_co
 
     args["plan"] = asdict(AttentionPlan.coerce(plan))
     backbone_yaml = folder / "backbone.yaml"
-    backbone_yaml.write_text(yaml.safe_dump(backbone, sort_keys=False))
+    atomic_write_text(backbone_yaml, yaml.safe_dump(backbone, sort_keys=False))
     cmd = [sys.executable, str(repo_root() / "tools" / "convert.py"), "--config", str(conv_cfg),
            f"--model.init_args.backbone={backbone_yaml}", f"--model.init_args.source={source}",
            f"--model.init_args.output={ckpt}", f"--trainer.max_steps={steps}",
@@ -125,7 +127,7 @@ def converted_checkpoint(backbone_cfg: dict, plan: dict, source: str, convert_co
     proc = subprocess.run(cmd, cwd=repo_root(), env=dict(os.environ, PYTHONPATH=str(repo_root())))
     minutes = (time.time() - t0) / 60
     if proc.returncode != 0 or not ckpt.is_file():
-        raise RuntimeError(f"conversion failed (exit {proc.returncode}): {' '.join(cmd)}")
+        raise StepFailed(f"conversion failed (exit {proc.returncode}; its message is above): {' '.join(cmd)}")
     import torch
 
     meta = torch.load(ckpt, map_location="cpu", weights_only=True)["hydra_dense"]
@@ -138,7 +140,7 @@ def converted_checkpoint(backbone_cfg: dict, plan: dict, source: str, convert_co
                 level_error_before=level_mean(meta.get("level_error_before")),
                 level_error_after=level_mean(meta.get("level_error_after")), objective=meta.get("objective", "blocks"),
                 table=str(folder / "converted_errors.md"), command=" ".join(cmd))
-    info_path.write_text(json.dumps(info, indent=1))
+    atomic_write_text(info_path, json.dumps(info, indent=1))
     info["cached"] = False
     return ckpt, info
 

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
+from ..backbones.sizes import configured_depth
 from .progress import JobProgress
 from .runs import run_or_reuse
 
@@ -128,7 +129,8 @@ class ComparisonJob:
         summary = dict(config=str(self.config), seeds=self.seeds, pretrained=self.start, overrides=self.overrides,
                        conversions=conversions)
         out = self.out
-        text = write_report(rows, runs, out, header, _legend(rows, small, big), big, summary)
+        legend = _legend(rows, small, big) + _not_shown(out, [r.name for r in self.recipes])
+        text = write_report(rows, runs, out, header, legend, big, summary)
         print("\n" + text)
         print(f"written: {out / 'table.md'}, {out / 'table.csv'}, {out / 'runs.csv'}, {out / 'per_class.md'}, "
               f"{out / 'accuracy_vs_speed.png'}, {out / 'curves.png'}; all on one page: {out / 'report.html'}")
@@ -156,9 +158,15 @@ def prepare_job(args: argparse.Namespace, overrides: list[str]) -> ComparisonJob
     if not config.is_file():
         raise FileNotFoundError(f"--config: {config} does not exist")
     seeds = [int(s) for s in str(args.seeds).split(",") if s.strip()] if args.seeds else [args.seed]
-    recipes = parse_recipes(args.plans, args.backbones)
-    prepare_default_data(config)
+    twice = sorted({s for s in seeds if seeds.count(s) > 1})
+    if twice:
+        raise ValueError(f"--seeds {args.seeds}: seed {', '.join(map(str, twice))} is listed twice; a seed is one run, "
+                         f"so a repeated one would be counted as a second measurement")
     out = Path(args.out)
+    if out.exists() and not out.is_dir():
+        raise ValueError(f"--out {out} is a file; give a folder (it is created if missing)")
+    recipes = parse_recipes(args.plans, args.backbones, _task_depth(config, overrides))
+    prepare_default_data(config)
     out.mkdir(parents=True, exist_ok=True)
     weights = pretrained_weights(args.pretrained)
     start = weights if weights and uses_pretrained(config) else None  # video / mm configs train from scratch
@@ -175,16 +183,47 @@ def prepare_job(args: argparse.Namespace, overrides: list[str]) -> ComparisonJob
 
 def _legend(rows: list[dict], small: str, big: str) -> str:
     return (f"score = {rows[0]['metric']} (%) on the validation split, mean ± sample std over the seeds (scores: "
-            f"each seed); score2 = {rows[0]['metric2']} (%); score_at_S (with --eval-sizes) = the score with "
+            f"each seed; one seed: the score alone); score2 = {rows[0]['metric2']} (%); global_zeroed = the score "
+            f"with the global term set to zero in every block that has local mixing beside it (Hydra's phi(q) * kv "
+            f"next to a local branch, ViTDet's global blocks), global_cost = score - global_zeroed per seed: what "
+            f"the global term carries; score_at_S (with --eval-sizes) = the score with "
             f"validation images resized to short side S: the same model on more tokens; train_img_s = training "
             f"images/s (batches only); "
-            f"infer_img_s = inference images/s at the evaluation size ({small}); infer_img_s_big / speedup_big = "
+            f"infer_img_s / speedup / flop_ideal = inference images/s at the evaluation size ({small}), its ratio "
+            f"to the first plan's and the FLOP ratio there; infer_img_s_big / speedup_big = "
             f"whole-model inference at {big or '-'} (speedup vs the first plan); flop_ideal_big = FLOP ratio there "
             f"(FlopCounterMode, SDPA on its math path); peak_train_mem_mb = peak resident memory of the training "
             f"process above its start (CPU; each run in its own process) or CUDA max allocated; gflops_img = "
             f"forward GFLOPs per image at the training crop; convert_* = the one-time MSA -> plan conversion "
             f"(minutes of wall time, mean per-block relative error before -> after on held-out inputs, its "
             f"data).")
+
+
+def _task_depth(config: Path, overrides: list[str]) -> int:
+    """The depth of the task's ViT backbone (recipe plans are checked against it); an OpenMMLab
+    config (no hydra_dense backbone section) has the 12 blocks of the ViT-B it wraps."""
+    from .conversion import task_backbone_config
+
+    try:
+        backbone = task_backbone_config(config, overrides)
+    except (KeyError, TypeError, ValueError):
+        return 12
+    return configured_depth(backbone.get("init_args") or {})
+
+
+def _not_shown(out: Path, shown: list[str]) -> str:
+    """A sentence naming the finished runs in ``out`` of recipes this job does not list (another job's,
+    into the same folder), so that a table never drops them unsaid; empty when there are none."""
+    others: dict[str, list[str]] = {}
+    for done in sorted(out.glob("*/seed*/result.json")):
+        recipe = done.parent.parent.name
+        if recipe not in shown:
+            others.setdefault(recipe, []).append(done.parent.name.removeprefix("seed"))
+    if not others:
+        return ""
+    listed = "; ".join(f"{name} (seed {', '.join(seeds)})" for name, seeds in others.items())
+    return (f"\n\nAlso finished in {out} but not in this table (another request's recipes): {listed}. List them in "
+            f"--plans to show them here.")
 
 
 def _check_conversion_teacher(recipes, config: Path) -> None:
@@ -202,7 +241,7 @@ def _conversions(recipes, args, config: Path, overrides: list[str], source: str)
         task_backbone_config
 
     backbone = task_backbone_config(config, overrides)
-    depth = backbone["init_args"].get("depth") or 12
+    depth = configured_depth(backbone["init_args"])
     extra = args.convert_args.split() if args.convert_args else []
     convert_config = args.convert_config or default_convert_config(backbone)
     out = {}

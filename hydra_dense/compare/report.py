@@ -10,14 +10,16 @@ from pathlib import Path
 from typing import Optional
 
 from ..bench.report import markdown_table, write_csv
+from ..runtime.atomic_file import atomic_savefig, atomic_write_text
 
 __all__ = ["aggregate", "write_report", "plot_run_curves", "pareto_front", "TABLE_COLUMNS", "RUN_COLUMNS"]
 
-TABLE_COLUMNS = ["plan", "attention", "seeds", "score", "score_std", "scores", "score2", "train_img_s",
-                 "infer_img_s", "infer_img_s_big", "speedup_big", "flop_ideal_big", "peak_train_mem_mb",
+TABLE_COLUMNS = ["plan", "attention", "seeds", "score", "score_std", "scores", "score2", "global_zeroed",
+                 "global_zeroed_std", "global_cost", "global_cost_std", "train_img_s", "infer_img_s", "speedup",
+                 "flop_ideal", "infer_img_s_big", "speedup_big", "flop_ideal_big", "peak_train_mem_mb",
                  "params_m", "gflops_img", "steps", "train_min", "convert_min", "convert_error", "convert_data"]
-RUN_COLUMNS = ["recipe", "seed", "metric", "score", "metric2", "score2", "train_img_s", "peak_train_mem_mb",
-               "steps", "train_min"]
+RUN_COLUMNS = ["recipe", "seed", "metric", "score", "metric2", "score2", "score_global_zeroed", "train_img_s",
+               "peak_train_mem_mb", "steps", "train_min"]
 
 
 def _mean(xs: list[float]) -> float:
@@ -46,6 +48,11 @@ def aggregate(runs: list[dict], conversions: dict[str, dict]) -> list[dict]:
                    peak_train_mem_mb=_mean([r["peak_train_mem_mb"] for r in rs]),
                    params_m=rs[0]["params_m"], gflops_img=rs[0]["gflops_img"], steps=rs[0]["steps"],
                    train_min=_mean([r["train_min"] for r in rs]))
+        zeroed = [r.get("score_global_zeroed", float("nan")) for r in rs]
+        if any(z == z for z in zeroed):  # what zeroing the global term costs, per seed
+            costs = [s - z for s, z in zip(scores, zeroed)]
+            row.update(global_zeroed=_mean(zeroed), global_zeroed_std=_std(zeroed), global_cost=_mean(costs),
+                       global_cost_std=_std(costs))
         for size in rs[0].get("scores_at") or {}:
             at = [r.get("scores_at", {}).get(size, float("nan")) for r in rs]
             row[f"score_at_{size}"], row[f"score_at_{size}_std"] = _mean(at), _std(at)
@@ -65,10 +72,14 @@ def pareto_front(points: list[tuple[float, float]]) -> list[int]:
 
 
 def _fmt_pm(row: dict) -> dict:
+    """Scores as ``mean ± std``; with one seed the score alone, marked as such (no spread was measured)."""
     shown = dict(row)
-    for key in ["score"] + [k for k in row if k.startswith("score_at_") and not k.endswith("_std")]:
+    one_seed = len(str(row.get("seeds", "")).split(",")) == 1
+    for key in ["score", "global_zeroed", "global_cost"] + [k for k in row if k.startswith("score_at_") and not k.endswith("_std")]:
+        if key not in row:
+            continue
         if row[key] == row[key]:
-            shown[key] = f"{row[key]:.1f} ± {row[key + '_std']:.1f}"
+            shown[key] = f"{row[key]:.1f} (1 seed)" if one_seed else f"{row[key]:.1f} ± {row[key + '_std']:.1f}"
     return shown
 
 
@@ -90,12 +101,12 @@ def write_report(rows: list[dict], runs: list[dict], out: Path, header: str, leg
     shown = [c for c in columns if not c.endswith("_std")]
     table = markdown_table([_fmt_pm(r) for r in rows], shown)
     text = f"# {header}\n\n{table}\n\n{legend}\n"
-    (out / "table.md").write_text(text)
+    atomic_write_text(out / "table.md", text)
     write_csv(rows, out / "table.csv", columns[:2] + ["metric", "metric2"] + columns[2:])
     write_csv(runs, out / "runs.csv", RUN_COLUMNS)
     per_class = "\n\n".join(f"## {r['recipe']} (seed {r['seed']})\n\n{r['per_class']}" for r in runs if r.get("per_class"))
-    (out / "per_class.md").write_text(per_class + "\n")
-    (out / "summary.json").write_text(json.dumps(dict(summary, rows=rows, runs=runs), indent=1, default=float))
+    atomic_write_text(out / "per_class.md", per_class + "\n")
+    atomic_write_text(out / "summary.json", json.dumps(dict(summary, rows=rows, runs=runs), indent=1, default=float))
     plot(rows, out / "accuracy_vs_speed.png", big_size)
     plot_run_curves(runs, out, out / "curves.png")
     write_html_report([_fmt_pm(r) for r in rows], runs, out, header, legend, shown)
@@ -144,6 +155,6 @@ def plot(rows: list[dict], path: Path, big_size: str) -> Optional[Path]:
         ax.grid(alpha=0.3)
     fig.suptitle("accuracy vs speed (same data and schedule; error bars: std over seeds)")
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    atomic_savefig(fig, path, dpi=110)
     plt.close(fig)
     return path

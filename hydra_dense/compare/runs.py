@@ -7,10 +7,13 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Optional
 
+from ..runtime.atomic_file import atomic_write_text
+from ..runtime.refusal import StepFailed
 from .progress import JobProgress
 
-__all__ = ["run_key", "run_or_reuse"]
+__all__ = ["run_key", "run_or_reuse", "RunClash"]
 
 
 def run_key(req: dict, config: Path) -> str:
@@ -26,22 +29,54 @@ def _train_in_subprocess(req: dict, run_dir: Path) -> dict:
 
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / "result.json").unlink(missing_ok=True)
-    (run_dir / "request.json").write_text(json.dumps(req, indent=1))
+    atomic_write_text(run_dir / "request.json", json.dumps(req, indent=1))
     proc = subprocess.run([sys.executable, "-m", "hydra_dense.compare.worker", str(run_dir / "request.json")],
                           cwd=repo_root(), env=dict(os.environ, PYTHONPATH=str(repo_root())))
     if proc.returncode != 0 or not (run_dir / "result.json").is_file():
-        raise RuntimeError(f"[compare] run {req['recipe']} seed {req['seed']} failed (exit {proc.returncode}); "
-                           f"its request is {run_dir / 'request.json'}")
+        raise StepFailed(f"run {req['recipe']} seed {req['seed']} failed (exit {proc.returncode}; its message is "
+                        f"above); its request is {run_dir / 'request.json'}")
     return json.loads((run_dir / "result.json").read_text())
 
 
+class RunClash(ValueError):
+    """A finished run of another request sits where this one would be written."""
+
+
+def _request_difference(old: dict, new: dict) -> str:
+    """What differs between two run requests, as ``field: old -> new`` (the config's text when no
+    field does)."""
+    skip = ("key", "save_weights", "eval_sizes")
+    changed = [f"{k}: {old.get(k)!r} -> {new.get(k)!r}" for k in sorted(set(old) | set(new))
+               if k not in skip and old.get(k) != new.get(k)]
+    return "; ".join(changed) or f"the text of {new.get('config')} changed"
+
+
+def _read_finished(done: Path) -> Optional[dict]:
+    """A finished run's result, or None when there is none or it is half-written (a killed writer)."""
+    if not done.is_file():
+        return None
+    try:
+        return json.loads(done.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        print(f"[compare] {done} is not complete (a run killed while writing it): training that run again",
+              flush=True)
+        return None
+
+
 def run_or_reuse(req: dict, run_dir: Path, config: Path, rerun: bool, progress: JobProgress) -> dict:
+    """The finished run at ``run_dir`` when it was made by exactly this request, else a new one. A
+    finished run of another request there is refused (:class:`RunClash`) unless ``rerun``."""
     req["key"] = run_key(req, config)
     done = run_dir / "result.json"
     progress.start(req["recipe"], req["seed"])
-    if done.is_file() and not rerun:
-        result = json.loads(done.read_text())
-        if result.get("key") == req["key"] and (not req["save_weights"] or Path(result.get("weights", "")).is_file()):
+    result = None if rerun else _read_finished(done)
+    if result is not None and result.get("key") != req["key"]:
+        old = run_dir / "request.json"
+        before = json.loads(old.read_text()) if old.is_file() else {}
+        raise RunClash(f"{run_dir} holds a finished run of another request ({_request_difference(before, req)}); "
+                       f"use another --out, or --rerun to replace it")
+    if result is not None:
+        if not req["save_weights"] or Path(result.get("weights", "")).is_file():
             print(f"[compare] {req['recipe']} seed {req['seed']}: reusing {done}", flush=True)
             result = _add_eval_sizes(req, run_dir, result)
             progress.finish(req["recipe"], req["seed"], result, reused=True)
@@ -62,7 +97,7 @@ def _add_eval_sizes(req: dict, run_dir: Path, result: dict) -> dict:
         print(f"[compare] {req['recipe']} seed {req['seed']}: no saved weights to evaluate at {lacking}; "
               "--rerun trains it again", flush=True)
         return result
-    (run_dir / "request.json").write_text(json.dumps(req, indent=1))
+    atomic_write_text(run_dir / "request.json", json.dumps(req, indent=1))
     subprocess.run([sys.executable, "-m", "hydra_dense.compare.worker", "--evaluate", str(run_dir / "request.json")],
                    cwd=repo_root(), env=dict(os.environ, PYTHONPATH=str(repo_root())), check=True)
     return json.loads((run_dir / "result.json").read_text())

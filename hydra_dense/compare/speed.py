@@ -20,7 +20,8 @@ def _detector_transform(model) -> Optional[torch.nn.Module]:
 
 def measure_speed(models: dict, dm, speed_size: str, speed_batch: int, repeats: int) -> tuple[dict, str, str]:
     """``models``: recipe -> trained model (the first is the reference). Returns per recipe
-    ``{infer_img_s, infer_img_s_big, speedup_big, flop_ideal_big}`` and the two input sizes as text."""
+    ``{infer_img_s, speedup, flop_ideal}`` at the evaluation size and ``{infer_img_s_big, speedup_big,
+    flop_ideal_big}`` at ``speed_size``, and the two input sizes as text."""
     dm.setup("validate")
     batch = next(iter(dm.val_dataloader()))
     first = next(iter(models.values()))
@@ -28,10 +29,12 @@ def measure_speed(models: dict, dm, speed_size: str, speed_batch: int, repeats: 
     images = (first.images_of(batch) if isinstance(batch, dict) else batch[0])[:speed_batch]
     images = [im.to(device) for im in images] if isinstance(images, list) else images.to(device)
     out: dict[str, dict] = {name: {} for name in models}
+    ref = next(iter(models))
     with torch.inference_mode():
         t = interleaved_medians({n: (lambda m=m: m(images)) for n, m in models.items()}, warmup=1, repeats=repeats)
+        flops = {n: count_flops(lambda m=m: m(images)) for n, m in models.items()}
     for name in models:
-        out[name]["infer_img_s"] = len(images) / t[name]
+        out[name].update(infer_img_s=len(images) / t[name], speedup=t[ref] / t[name], flop_ideal=flops[ref] / flops[name])
     small = f"batch {len(images)}, {'x'.join(map(str, images[0].shape[1:]))}"
     transform = _detector_transform(first)
     if transform is not None and transform.resize_eval:  # the detector runs on its own resize, not the input
@@ -52,7 +55,6 @@ def measure_speed(models: dict, dm, speed_size: str, speed_batch: int, repeats: 
             t = interleaved_medians({n: (lambda m=m: m(big)) for n, m in models.items()}, warmup=1,
                                     repeats=max(2, repeats // 2))
             flops = {n: count_flops(lambda m=m: m(big)) for n, m in models.items()}
-        ref = next(iter(models))
         for name in models:
             out[name].update(infer_img_s_big=1 / t[name], speedup_big=t[ref] / t[name],
                              flop_ideal_big=flops[ref] / flops[name])

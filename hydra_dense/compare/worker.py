@@ -14,7 +14,10 @@ import time
 from pathlib import Path
 from typing import Optional
 
-__all__ = ["run_one", "evaluate_given", "request_overrides", "load_task_head", "scores_at_sizes", "evaluate_saved"]
+from ..runtime.atomic_file import atomic_torch_save, atomic_write_text
+
+__all__ = ["run_one", "evaluate_given", "request_overrides", "load_task_head", "scores_at_sizes", "evaluate_saved",
+           "score_global_zeroed"]
 
 
 # one line every 50 steps in the job's log instead of a progress bar (an endless line in a file)
@@ -73,6 +76,19 @@ def scores_at_sizes(model, dm, trainer, sizes: list[int], metric: str) -> dict[s
     return scores
 
 
+def score_global_zeroed(model, dm, trainer, metric: str) -> float:
+    """The validation ``metric`` (%) with the global term set to zero in every block that has one
+    beside local mixing (:func:`~hydra_dense.attention.muting.global_term_blocks`): what the global
+    term carries. NaN for a model without such a term."""
+    from ..attention.muting import global_term_blocks, muted
+
+    blocks = global_term_blocks(model.backbone)
+    if not blocks:
+        return float("nan")
+    with muted(model.backbone, blocks, "global"):
+        return 100 * float(trainer.validate(model, datamodule=dm, verbose=False)[0][metric])
+
+
 def evaluate_saved(req: dict, run_dir: Path) -> dict:
     """Add the ``eval_sizes`` scores a finished run lacks, from its saved weights; returns the result."""
     import torch
@@ -86,7 +102,7 @@ def evaluate_saved(req: dict, run_dir: Path) -> dict:
                                           req.get("plan_name"))
         model.load_state_dict(torch.load(result["weights"], map_location="cpu", weights_only=True))
         result.setdefault("scores_at", {}).update(scores_at_sizes(model, dm, trainer, sizes, result["metric"]))
-        (run_dir / "result.json").write_text(json.dumps(result, indent=1, default=float))
+        atomic_write_text(run_dir / "result.json", json.dumps(result, indent=1, default=float))
     return result
 
 
@@ -139,6 +155,7 @@ def _validate_and_describe(req: dict, run_dir: Path, model, dm, trainer, train: 
     key2 = next((k for k in metrics if k in ("val_pixel_acc", "val_mAP_50") or
                  (k.startswith("val_top") and k != "val_top1")), None)
     scores_at = scores_at_sizes(model, dm, trainer, req.get("eval_sizes") or [], key) if key else {}
+    zeroed = score_global_zeroed(model, dm, trainer, key) if key else float("nan")
     dm.setup("fit")
     sample = dm.datasets["train"][0]
     if isinstance(sample, dict):  # an OpenMMLab config (hydra_dense.mm): its own preprocessing
@@ -151,19 +168,20 @@ def _validate_and_describe(req: dict, run_dir: Path, model, dm, trainer, train: 
     depth = len(model.backbone.blocks)
     ckpt = run_dir / "final_weights.pt"
     if req.get("save_weights"):  # the speed stage times these (detectors: NMS work depends on the scores)
-        torch.save(model.state_dict(), ckpt)
+        atomic_torch_save(model.state_dict(), ckpt)
     result = dict(
         recipe=req["recipe"], seed=req["seed"], key=req["key"],
         attention=model.backbone.plan.describe(depth),
         metric=key or "", score=100 * metrics.get(key, float("nan")),
         metric2=key2 or "", score2=100 * metrics.get(key2, float("nan")), scores_at=scores_at,
+        score_global_zeroed=zeroed,
         train_img_s=train["train_img_s"], peak_train_mem_mb=train["peak_train_mem_mb"],
         params_m=sum(p.numel() for p in model.parameters()) / 1e6, gflops_img=gflops,
         steps=train["steps"], train_min=train["train_min"],
         weights=weights or (str(ckpt) if ckpt.is_file() else ""),
         per_class=model.per_class_table() if hasattr(model, "per_class_table") else "",
     )
-    (run_dir / "result.json").write_text(json.dumps(result, indent=1, default=float))
+    atomic_write_text(run_dir / "result.json", json.dumps(result, indent=1, default=float))
     return result
 
 
@@ -180,4 +198,6 @@ def main(argv: Optional[list[str]] = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from ..runtime.refusal import plain_refusals
+
+    sys.exit(plain_refusals(main)())

@@ -17,6 +17,7 @@ import torch
 from PIL import Image
 
 from ..data.files import PredictInputs
+from ..runtime.atomic_file import atomic_write_text
 
 log = logging.getLogger(__name__)
 
@@ -74,7 +75,7 @@ class PredictionOutputs:
         table = write_table(rows, self.folder) if write_table is not None else None
         if table is not None:
             summary["table"] = str(table)
-        (self.folder / "summary.json").write_text(json.dumps(summary, indent=1))
+        atomic_write_text(self.folder / "summary.json", json.dumps(summary, indent=1))
         log.warning("predicted %d of %d inputs into %s%s", len(done), len(self.inputs.files), self.folder,
                     f"; skipped {len(skipped)} (unreadable, or named above): {', '.join(skipped[:5])}"
                     f"{' …' if len(skipped) > 5 else ''}" if skipped else "")

@@ -14,7 +14,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import BinaryIO, Callable, Iterator, Union
 
-__all__ = ["atomic_target", "atomic_write", "atomic_write_text"]
+__all__ = ["atomic_target", "atomic_write", "atomic_write_text", "atomic_torch_save", "atomic_savefig"]
 
 
 @contextmanager
@@ -52,6 +52,23 @@ def atomic_write_text(path: Union[str, Path], text: str) -> Path:
     """Write ``text`` (UTF-8) to ``path`` whole or not at all; returns ``path``."""
     atomic_write(path, lambda fh: fh.write(text.encode("utf-8")))
     return Path(path)
+
+
+def atomic_torch_save(obj: object, path: Union[str, Path]) -> Path:
+    """``torch.save(obj, path)``, whole or not at all; returns ``path``."""
+    import torch
+
+    atomic_write(path, lambda fh: torch.save(obj, fh))
+    return Path(path)
+
+
+def atomic_savefig(fig, path: Union[str, Path], **kwargs) -> Path:
+    """``fig.savefig(path, **kwargs)`` (a matplotlib figure; the format from ``path``'s suffix), whole
+    or not at all; returns ``path``."""
+    path = Path(path)
+    kwargs.setdefault("format", path.suffix.lstrip(".") or "png")
+    atomic_write(path, lambda fh: fig.savefig(fh, **kwargs))
+    return path
 
 
 def _fsync_folder(folder: Path) -> None:

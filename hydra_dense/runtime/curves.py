@@ -15,6 +15,8 @@ from lightning.pytorch import Callback, LightningModule, Trainer
 from lightning.pytorch.loggers import CSVLogger
 from lightning.pytorch.utilities import rank_zero_warn
 
+from .atomic_file import atomic_savefig
+
 __all__ = ["read_metrics", "main_metric", "plot_curves", "TrainingCurves", "MAIN_METRICS"]
 
 # the metric each task is compared on, in order of preference (segmentation, detection, video, conversion)
@@ -83,7 +85,7 @@ def plot_curves(runs: Mapping[str, Series], path: Path, title: str = "") -> Opti
         fig.suptitle(title)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=100)
+    atomic_savefig(fig, path, dpi=100)
     plt.close(fig)
     return path
 

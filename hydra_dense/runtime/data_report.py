@@ -9,6 +9,8 @@ import lightning as L
 import torch
 from lightning.pytorch.utilities import rank_zero_info
 
+from .atomic_file import atomic_write_text
+
 __all__ = ["DataReport"]
 
 
@@ -48,4 +50,4 @@ class DataReport(L.Callback):
         if trainer.is_global_zero:
             run_dir.mkdir(parents=True, exist_ok=True)
             report = {"formats": self.formats.splitlines(), "skipped_samples": skipped}
-            (run_dir / "data_report.json").write_text(json.dumps(report, indent=2) + "\n")
+            atomic_write_text(run_dir / "data_report.json", json.dumps(report, indent=2) + "\n")

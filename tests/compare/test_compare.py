@@ -215,3 +215,29 @@ def test_default_plans_show_the_converted_recipe_only_where_weights_can_be_conve
     assert parse_args(["--plans", "msa,hydra"])[0].plans == "msa,hydra"
 
 
+
+
+def test_the_controls_get_what_zeroing_their_global_term_costs(tmp_path):
+    """The large-token track's rows: local-only and ViTDet beside Hydra with a local branch. Rows with
+    a global term next to local mixing get ``global_zeroed`` (the score with it zeroed) and
+    ``global_cost`` (per seed, score - zeroed); MSA and local-only have no such term."""
+    config = compare_seg_config(tmp_path)
+    config["model"]["init_args"]["backbone"]["init_args"].update(depth=8, out_indices=[3, 7])
+    plans = ("msa", "local+dwc3", "hydra+mean+gain+dwc3", "vitdet2_msa")
+    cfg = tmp_path / "cfg.yaml"
+    cfg.write_text(yaml.safe_dump(config))
+    out = tmp_path / "out"
+    assert compare_main(["--config", str(cfg), "--plans", ",".join(plans), "--pretrained", "none", "--out", str(out),
+                         "--speed-repeats", "2", "--speed-size", "0", "--seeds", "0,1"]) == 0
+    rows = {r["plan"]: r for r in csv.DictReader((out / "table.csv").open())}
+    assert rows["local+dwc3"]["attention"] == "local+dwc3 x8"
+    assert rows["vitdet2_msa"]["attention"] == "window@[0, 2, 4, 6], msa@[1, 3, 5, 7]"
+    for plan in ("msa", "local+dwc3"):
+        assert rows[plan]["global_zeroed"] == "" and rows[plan]["global_cost"] == ""
+    runs = list(csv.DictReader((out / "runs.csv").open()))
+    for plan in ("hydra+mean+gain+dwc3", "vitdet2_msa"):
+        per_seed = [float(r["score"]) - float(r["score_global_zeroed"]) for r in runs if r["recipe"] == plan]
+        assert len(per_seed) == 2
+        assert float(rows[plan]["global_cost"]) == pytest.approx(sum(per_seed) / 2, abs=1e-6)
+    assert float(rows["msa"]["speedup"]) == 1.0 and float(rows["local+dwc3"]["flop_ideal"]) > 0
+    assert "global_cost" in (out / "table.md").read_text()

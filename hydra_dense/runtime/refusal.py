@@ -1,0 +1,51 @@
+"""Entry points refuse plainly: a known refusal (a bad option, file, checkpoint or dataset, named by
+the code that found it) prints ``error: <message>`` and exits 2, with no traceback. The traceback
+comes back with ``--debug`` or ``HYDRA_DENSE_DEBUG=1`` (kept for the processes a job starts)."""
+from __future__ import annotations
+
+import functools
+import os
+import sys
+from typing import Callable, Optional
+
+__all__ = ["Refusal", "StepFailed", "KNOWN_REFUSALS", "DEBUG_ENV", "plain_refusals", "debugging"]
+
+DEBUG_ENV = "HYDRA_DENSE_DEBUG"
+
+
+class Refusal(Exception):
+    """A refusal that is not a ``ValueError`` / ``OSError`` by nature (a failed run of a job)."""
+
+
+class StepFailed(Refusal, RuntimeError):
+    """A process a job started (a run, a conversion) failed; it printed why itself."""
+
+
+# the errors the toolkit raises with a message naming the option, file or checkpoint at fault
+KNOWN_REFUSALS: tuple[type[BaseException], ...] = (ValueError, FileNotFoundError, FileExistsError, IsADirectoryError,
+                                                   NotADirectoryError, PermissionError, Refusal)
+
+
+def debugging() -> bool:
+    return os.environ.get(DEBUG_ENV, "") not in ("", "0")
+
+
+def plain_refusals(main: Callable[[list[str]], Optional[int]]) -> Callable[[Optional[list[str]]], int]:
+    """``main(argv)`` as an entry point: ``--debug`` taken off the arguments (it sets
+    ``HYDRA_DENSE_DEBUG=1``), a known refusal printed as one ``error:`` line with exit status 2."""
+
+    @functools.wraps(main)
+    def entry(argv: Optional[list[str]] = None) -> int:
+        args = list(sys.argv[1:] if argv is None else argv)
+        if "--debug" in args:
+            args = [a for a in args if a != "--debug"]
+            os.environ[DEBUG_ENV] = "1"
+        try:
+            return int(main(args) or 0)
+        except KNOWN_REFUSALS as err:
+            if debugging():
+                raise
+            print(f"error: {str(err).strip() or type(err).__name__}", file=sys.stderr, flush=True)
+            return 2
+
+    return entry
