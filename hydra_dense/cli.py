@@ -37,6 +37,7 @@ from .runtime import (AtomicCheckpointIO, DataReport, ModelIdentityCheckpoint, N
                       check_checkpoint_matches, find_resume_checkpoint, remove_stale_temporaries)
 from .runtime.model_identity import settings_differing
 from .runtime.progress import silence_known_noise
+from .runtime.refusal import plain_refusals
 from .runtime.resume import read_saved_settings
 
 SPECIAL_CKPT = ("best", "hpc", "registry")
@@ -200,6 +201,14 @@ def main(args: Optional[list[str]] = None, run: bool = True,
     return cli
 
 
+@plain_refusals
+def entry(argv: list[str]) -> int:
+    """``hydra-dense-train`` / ``tools/train.py``: :func:`main`, refusing plainly
+    (:mod:`hydra_dense.runtime.refusal`)."""
+    main(argv)
+    return 0
+
+
 def _close_process_group() -> None:
     """Close the process group a finished run leaves open (under torchrun Lightning does not own
     it): left to interpreter teardown, gloo's threads have aborted a finished rank (SIGABRT,
@@ -211,4 +220,4 @@ def _close_process_group() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(entry())

@@ -6,7 +6,7 @@ See ``python tools/compare.py --help``; the job is hydra_dense/compare/job.py, i
 import sys
 
 
-from hydra_dense.compare import main
+from hydra_dense.compare import entry
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(entry())

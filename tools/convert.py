@@ -6,7 +6,7 @@ See ``python tools/convert.py --help`` and hydra_dense/convert/.
 import sys
 
 
-from hydra_dense.convert.__main__ import main
+from hydra_dense.convert.__main__ import entry
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(entry())

@@ -6,7 +6,7 @@ See ``python tools/export.py --help`` and hydra_dense/deploy/.
 import sys
 
 
-from hydra_dense.deploy.__main__ import main
+from hydra_dense.deploy.__main__ import entry
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(entry())

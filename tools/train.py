@@ -10,7 +10,9 @@
 """
 
 
-from hydra_dense.cli import main
+import sys
+
+from hydra_dense.cli import entry
 
 if __name__ == "__main__":
-    main()
+    sys.exit(entry())

@@ -23,11 +23,16 @@ from .ops import (FeatureMapName, aft_simple, feature_map_by_name, hydra_attenti
                   norm_aware_hydra, poly_nl)
 
 __all__ = ["TokenLayout", "PlannedAttention", "MSAttention", "GlobalLinearAttention", "HydraAttention",
-           "NormAwareHydraAttention", "LinearAttention", "NoMixAttention", "WindowMSAttention", "AFTSimpleAttention", "PolyNLAttention",
+           "NormAwareHydraAttention", "LinearAttention", "NoMixAttention", "LocalOnlyAttention", "WindowMSAttention", "AFTSimpleAttention", "PolyNLAttention",
            "build_attention", "AttentionKind", "ATTENTION_KINDS", "ATTENTION_CLASSES", "LOCAL_PLACEMENT"]
 
-AttentionKind = Literal["msa", "hydra", "hydra_norm", "window", "none", "linear", "aft", "polynl"]
+AttentionKind = Literal["msa", "hydra", "hydra_norm", "window", "none", "local", "linear", "aft", "polynl"]
 ATTENTION_KINDS: tuple[str, ...] = get_args(AttentionKind)
+
+
+# ``global_gain``'s multiplier of its log-gain parameter: at a conversion's lr (5e-4) it moves the log
+# gain by ~0.016 a step, so a gain of D = 384 (log 6) is in reach within 400 steps
+GAIN_RATE = 32.0
 
 
 class PlannedAttention(TimmAttention):
@@ -113,16 +118,22 @@ class GlobalLinearAttention(PlannedAttention):
     :mod:`~hydra_dense.attention.local_window`; ``local_shifted``: this block's windows are the shifted ones of a
     ``win<W>_shift`` plan). ``token_mean``: the global term divided by the number of valid tokens,
     i.e. ``kv`` averaged over tokens instead of summed, so that its scale does not grow with the
-    token count (Hydra and linear attention; the plan passes it to those kinds only).
+    token count (Hydra and linear attention; the plan passes it to those kinds only). ``global_gain``:
+    a learned per-channel gain on the global term alone, ``exp(GAIN_RATE * global_log_gain)`` (zeros at first, so
+    the block starts at the plain op's scale): the one knob that scales the global term without the
+    local branch, since qkv and proj are shared and the cosine kernel removes q's and k's norms.
     """
 
-    plan_options = ("local", "token_mean")
+    plan_options = ("local", "token_mean", "global_gain")
     has_feature_map = True  # the global op has a feature map phi: a ``source="kv"`` branch is defined
 
     def __init__(self, dim: int, num_heads: int = 8, local: Optional[str] = None, grid_dims: int = 2,
-                 local_shifted: bool = False, token_mean: bool = False, **kwargs) -> None:
+                 local_shifted: bool = False, token_mean: bool = False, global_gain: bool = False, **kwargs) -> None:
         super().__init__(dim, num_heads=num_heads, **kwargs)
         self.token_mean = token_mean
+        # log-space, and GAIN_RATE times the parameter: Adam moves every parameter by about the lr per
+        # step, and the gain must reach ~D (the cosine terms are ~1/sqrt(D) each) within a conversion
+        self.global_log_gain = nn.Parameter(torch.zeros(dim)) if global_gain else None
         spec = parse_local(local)
         if spec is not None and spec.conv_size and spec.source == "kv" and not self.has_feature_map:
             raise ValueError(f"{type(self).__name__}: local mixing {local!r} restricts Hydra's kernel to a "
@@ -165,6 +176,8 @@ class GlobalLinearAttention(PlannedAttention):
             # a (B, 1, 1) count per image: scaling the output equals scaling kv, and leaves the op's kernels alone
             count = (~mask).sum(-1)[:, None, None] if mask is not None else global_out.new_full((1, 1, 1), global_out.shape[-2])
             global_out = global_out / count.clamp_min(1).to(global_out.dtype)
+        if self.global_log_gain is not None:
+            global_out = global_out * (GAIN_RATE * self.global_log_gain).exp().to(global_out.dtype)
         if self.local_window is not None:
             global_out = global_out + self.local_window(q, k, v, layout).to(global_out.dtype)
         if self.local is not None:
@@ -180,6 +193,7 @@ class GlobalLinearAttention(PlannedAttention):
 
     def extra_repr(self) -> str:
         mean = ", token_mean=True" if self.token_mean else ""
+        mean += ", global_gain=True" if self.global_log_gain is not None else ""
         return super().extra_repr() + mean + (f", local={self.local_name}" if self.local_spec is not None else "")
 
 
@@ -220,7 +234,7 @@ class LinearAttention(GlobalLinearAttention):
     """Multi-head linear attention with ``linear_heads`` heads and a decomposable kernel (ablations)."""
 
     kind = "linear"
-    plan_options = ("local", "token_mean", "linear_heads", "feature_map")
+    plan_options = ("local", "token_mean", "global_gain", "linear_heads", "feature_map")
 
     def __init__(self, dim: int, num_heads: int = 8, linear_heads: Optional[int] = None,
                  feature_map: FeatureMapName = "cosine", **kwargs) -> None:
@@ -268,6 +282,23 @@ class PolyNLAttention(GlobalLinearAttention):
 
     def _global(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: Optional[torch.Tensor]) -> torch.Tensor:
         return poly_nl(q, k, v, key_padding_mask=mask)
+
+
+class LocalOnlyAttention(GlobalLinearAttention):
+    """The local branch alone: ``proj(local(v))``, Hydra's block with its global term removed. The
+    control that says what a Hydra recipe's global term adds (plan names ``local+dwc7``, ...)."""
+
+    kind = "local"
+    plan_options = ("local",)
+
+    def __init__(self, dim: int, num_heads: int = 8, local: Optional[str] = None, **kwargs) -> None:
+        if parse_local(local) is None:
+            raise ValueError("attention 'local' is a local branch alone: give it one (plan: {default: local, "
+                             "local: dwc7}, or the plan name local+dwc7)")
+        super().__init__(dim, num_heads=num_heads, local=local, **kwargs)
+
+    def _global(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: Optional[torch.Tensor]) -> torch.Tensor:
+        return torch.zeros_like(v)
 
 
 class NoMixAttention(PlannedAttention):
@@ -347,6 +378,7 @@ ATTENTION_CLASSES: dict[str, type[PlannedAttention]] = {
     "hydra_norm": NormAwareHydraAttention,
     "window": WindowMSAttention,
     "none": NoMixAttention,
+    "local": LocalOnlyAttention,
     "linear": LinearAttention,
     "aft": AFTSimpleAttention,
     "polynl": PolyNLAttention,

@@ -15,9 +15,11 @@ __all__ = ["AttentionPlan", "LOCAL_KINDS", "MEAN_KINDS", "PLAN_NAMES", "LOCAL_NA
 # the kinds whose kv is a sum over tokens (``token_mean`` averages it)
 LOCAL_KINDS = tuple(k for k, cls in ATTENTION_CLASSES.items() if "local" in cls.plan_options)
 MEAN_KINDS = tuple(k for k, cls in ATTENTION_CLASSES.items() if "token_mean" in cls.plan_options)
+GAIN_KINDS = tuple(k for k, cls in ATTENTION_CLASSES.items() if "global_gain" in cls.plan_options)
 # the plan-name vocabulary of the tools (benchmark, compare, convert), see AttentionPlan.from_name
-PLAN_NAMES = ("msa", "hydra", "hydra_norm", "aft", "polynl", "none", "hybrid<L>", "aft_last<L>", "polynl_last<L>", "hydra_at<i>.<j>...",
-              "vitdet_msa", "vitdet_hydra", "linear<H>")
+PLAN_NAMES = ("msa", "hydra", "hydra_norm", "aft", "polynl", "none", "local+<local>", "hybrid<L>", "aft_last<L>",
+              "polynl_last<L>", "hydra_at<i>.<j>...", "vitdet_msa", "vitdet_hydra", "vitdet<W>_msa", "vitdet<W>_hydra",
+              "linear<H>")
 # every plan with Hydra / linear blocks also takes a local-mixing suffix (LOCAL_NAMES): hydra+dwc3, hybrid4+dwc5, ...
 
 
@@ -56,6 +58,7 @@ class AttentionPlan:
     feature_map: FeatureMapName = "cosine"
     local: Optional[str] = None
     token_mean: bool = False
+    global_gain: bool = False
 
     @classmethod
     def coerce(cls, plan: Union["AttentionPlan", str, Sequence[str], dict, None]) -> "AttentionPlan":
@@ -124,9 +127,11 @@ class AttentionPlan:
         return self.local if kind in LOCAL_KINDS and parse_local(self.local) is not None else None
 
     def block_labels(self, depth: int) -> list[str]:
-        """Per-block ``kind``, ``kind+local`` (e.g. ``hydra+dwc3``), ``kind+mean+local`` with ``token_mean``."""
+        """Per-block ``kind``, ``kind+local`` (e.g. ``hydra+dwc3``), ``kind+mean+local`` with ``token_mean``
+        (``+gain`` with ``global_gain``)."""
         def label(k: str) -> str:
             mean = "+mean" if self.token_mean and k in MEAN_KINDS else ""
+            mean += "+gain" if self.global_gain and k in GAIN_KINDS else ""
             return k + mean + (f"+{self.local_of(k)}" if self.local_of(k) else "")
 
         return [label(k) for k in self.resolve(depth)]
@@ -149,19 +154,27 @@ class AttentionPlan:
         baselines everywhere, ``aft_last<L>`` / ``polynl_last<L>`` in the last L blocks; ``hydra_at0.1.11``: Hydra in blocks 0, 1 and 11
         (MSA elsewhere). A ``+<local>`` suffix (``hydra+dwc3``,
         ``hybrid4+dwc5``) adds local mixing (:mod:`hydra_dense.attention.local_mixing`) to the Hydra / linear blocks;
-        ``+mean`` (``hydra+mean``, ``hydra+mean+dwc7``) sets ``token_mean``."""
-        base, plus, local = name.partition("+")
+        ``+mean`` (``hydra+mean``, ``hydra+mean+dwc7``) sets ``token_mean``, ``+gain`` (``hydra+mean+gain+dwc7``)
+        ``global_gain``; ``local+dwc7``: the local branch alone in every block (no global term), the
+        control of ``hydra+dwc7``; ``vitdet<W>_msa`` / ``vitdet<W>_hydra``: ViTDet with W x W windows."""
+        base, _, rest = name.partition("+")
         plan = cls._from_base_name(base, depth, window_size)
-        if local == "mean" or local.startswith("mean+"):
-            plan.token_mean = True
-            if not any(k in MEAN_KINDS for k in plan.resolve(depth)):
-                raise ValueError(f"plan {name!r}: {base!r} has no Hydra / linear block whose kv '+mean' would average")
-            local = local[len("mean+"):] if local.startswith("mean+") else ""
+        flags = rest.split("+") if rest else []
+        while flags and flags[0] in ("mean", "gain"):
+            flag = flags.pop(0)
+            kinds = MEAN_KINDS if flag == "mean" else GAIN_KINDS
+            if not any(k in kinds for k in plan.resolve(depth)):
+                raise ValueError(f"plan {name!r}: {base!r} has no Hydra / linear block whose global term "
+                                 f"'+{flag}' would change")
+            setattr(plan, "token_mean" if flag == "mean" else "global_gain", True)
+        local = "+".join(flags)
         if local:
             parse_local(local)
             plan.local = local
             if not any(plan.local_of(k) for k in plan.resolve(depth)):
                 raise ValueError(f"plan {name!r}: {base!r} has no Hydra / linear block for local mixing {local!r}")
+        elif base == "local":
+            raise ValueError(f"plan {name!r}: 'local' is a local branch alone; name it, e.g. local+dwc7")
         return plan
 
     @staticmethod
@@ -169,19 +182,21 @@ class AttentionPlan:
         """Plan names worth listing for a model of ``depth`` blocks (patterns ``hybrid<L>`` / ``linear<H>``
         accept any L / H)."""
         bases = ["msa", "hydra", "hydra_norm", "aft", "polynl", "none", "hybrid<L>"] + [f"hybrid{n}" for n in (2, 4, 8) if n < depth] + ["hydra_at<i>.<j>..."]
-        bases += ["aft_last<L>", "polynl_last<L>", "vitdet_msa", "vitdet_hydra", "linear<H>"]
-        with_local = [b for b in bases if b not in ("msa", "none", "vitdet_msa")]
+        bases += ["aft_last<L>", "polynl_last<L>", "vitdet_msa", "vitdet_hydra", "vitdet<W>_msa", "vitdet<W>_hydra", "linear<H>"]
+        with_local = [b for b in bases if b not in ("msa", "none", "vitdet_msa", "vitdet<W>_msa")]
         # the baselines have no feature map phi, so no kernel-restricted (``_kv``) branch
         fits = lambda b, loc: not (b.startswith(("aft", "polynl", "hydra_norm")) and parse_local(loc).source == "kv")
         named = bases + [f"{b}+{loc}" for b in with_local for loc in LOCAL_NAMES if fits(b, loc)]
         # token-mean variants of the Hydra plans (aft / polynl / hydra_norm average over tokens already)
         mean = [b for b in with_local if not b.startswith(("aft", "polynl", "hydra_norm"))]
-        return named + [f"{b}+mean" for b in mean] + [f"{b}+mean+{loc}" for b in mean for loc in LOCAL_NAMES]
+        local_only = [f"local+{loc}" for loc in LOCAL_NAMES]
+        return (named + local_only + [f"{b}+mean" for b in mean] + [f"{b}+mean+{loc}" for b in mean for loc in LOCAL_NAMES]
+                + [f"{b}+mean+gain+{loc}" for b in mean for loc in LOCAL_NAMES])
 
     @classmethod
     def _from_base_name(cls, name: str, depth: int, window_size: int) -> "AttentionPlan":
         glob = [i * depth // 4 + depth // 4 - 1 for i in range(4)]
-        if name in ("msa", "hydra", "hydra_norm", "aft", "polynl", "none"):
+        if name in ("msa", "hydra", "hydra_norm", "aft", "polynl", "none", "local"):
             return cls(default=name)  # type: ignore[arg-type]
         if m := re.fullmatch(r"hybrid(\d+)", name):
             return cls(default="msa", hydra_last=int(m.group(1)))
@@ -192,8 +207,11 @@ class AttentionPlan:
             return cls(blocks=["msa"] * (depth - last) + [m.group(1)] * last)  # type: ignore[list-item]
         if m := re.fullmatch(r"hydra_at(\d+(?:\.\d+)*)", name):
             return cls(default="msa", hydra_blocks=[int(i) for i in m.group(1).split(".")])
-        if name in ("vitdet_msa", "vitdet_hydra"):
-            return cls(window_size=window_size, global_blocks=glob, global_attention=name.split("_")[1])  # type: ignore[arg-type]
+        if m := re.fullmatch(r"vitdet(\d*)_(msa|hydra)", name):
+            size = int(m.group(1) or window_size)
+            if size < 1:
+                raise ValueError(f"plan {name!r}: the window must be at least 1 token")
+            return cls(window_size=size, global_blocks=glob, global_attention=m.group(2))  # type: ignore[arg-type]
         if m := re.fullmatch(r"linear(\d+)", name):
             return cls(default="linear", linear_heads=int(m.group(1)))
         raise ValueError(f"unknown plan {name!r}; choose from {', '.join(PLAN_NAMES)} (each with an optional "

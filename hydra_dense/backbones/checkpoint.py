@@ -36,8 +36,9 @@ class CheckpointError(ValueError):
 
 
 def is_plan_added(key: str) -> bool:
-    """Parameters a plan adds that start as a no-op (zero-initialised local mixing): new, not missing."""
-    return ".local.conv." in key or ".local_window." in key
+    """Parameters a plan adds that start as a no-op (zero-initialised local mixing, a unit global
+    gain): new, not missing."""
+    return ".local.conv." in key or ".local_window." in key or key.endswith(".global_log_gain")
 
 
 @dataclass

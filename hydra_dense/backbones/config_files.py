@@ -6,6 +6,8 @@ from __future__ import annotations
 import difflib
 import importlib
 import inspect
+import re
+import typing
 from pathlib import Path
 from typing import Iterable, Optional, Sequence
 
@@ -47,13 +49,49 @@ def check_backbone_file(path: Path) -> None:
             hint = f" (did you mean {close[0]}?)" if close else ""
             raise BackboneFileError(f"{path}: init_args.{key} is not an argument of {name}{hint}; its arguments: "
                                     f"{', '.join(allowed)}")
+    _check_types(path, cls, {k: v for k, v in init_args.items() if k in params})
     if "plan" in init_args:
         from ..attention import AttentionPlan
+        from .sizes import configured_depth
 
         try:
-            AttentionPlan.coerce(init_args["plan"]).resolve(int(init_args.get("depth") or 12))
+            depth = configured_depth(init_args)
+        except ValueError as err:
+            raise BackboneFileError(f"{path}: init_args.size: {err}") from None
+        try:
+            AttentionPlan.coerce(init_args["plan"]).resolve(depth)
         except (ValueError, TypeError) as err:
             raise BackboneFileError(f"{path}: init_args.plan: {err}") from None
+
+
+def _check_types(path: Path, cls: type, init_args: dict) -> None:
+    """Each value against its constructor annotation (jsonargparse's own check, the one LightningCLI
+    runs later), reported as one line naming the key, the value and the type it needs."""
+    from jsonargparse import ArgumentParser
+
+    parser = ArgumentParser(exit_on_error=False)
+    parser.add_class_arguments(cls, fail_untyped=False, sub_configs=True)
+    try:
+        parser.parse_object(init_args)
+    except Exception as err:  # noqa: BLE001 - jsonargparse's ArgumentError, or a type it cannot adapt
+        match = re.search(r'key "([^"]+)"', str(err))
+        key = match.group(1) if match else None
+        if key is None or key not in init_args:
+            first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+            raise BackboneFileError(f"{path}: init_args: {first}") from None
+        hints = typing.get_type_hints(cls.__init__)
+        wanted = _type_text(hints.get(key))
+        raise BackboneFileError(f"{path}: init_args.{key} is {init_args[key]!r}, but {cls.__name__} takes {wanted} "
+                                f"there") from None
+
+
+def _type_text(annotation) -> str:
+    """``Optional[int]`` -> ``an int (or null)``; other annotations as typing prints them."""
+    args = [a for a in typing.get_args(annotation) if a is not type(None)]
+    optional = len(args) < len(typing.get_args(annotation))
+    base = args[0] if optional and len(args) == 1 else annotation
+    text = {int: "an int", float: "a number", bool: "true or false", str: "a string"}.get(base, str(base).replace("typing.", ""))
+    return text + (" (or null)" if optional else "")
 
 
 def _option(args: Sequence[str], name: str) -> list[str]:

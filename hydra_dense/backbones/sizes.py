@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Optional
 
-__all__ = ["VIT_SIZES", "vit_dims"]
+__all__ = ["VIT_SIZES", "vit_dims", "configured_depth"]
 
 VIT_SIZES: dict[str, dict[str, int]] = {
     "tiny": dict(embed_dim=192, depth=12, num_heads=3),
@@ -29,3 +29,14 @@ def vit_dims(size: Optional[str], embed_dim: Optional[int], depth: Optional[int]
     if dims["embed_dim"] % dims["num_heads"]:
         raise ValueError(f"{owner}: embed_dim {dims['embed_dim']} is not divisible by num_heads {dims['num_heads']}")
     return dims
+
+
+def configured_depth(init_args: dict) -> int:
+    """The depth a backbone config builds: its ``depth``, else its ``size`` preset's (``base``, the
+    constructors' default, when neither is given), without building it."""
+    if init_args.get("depth") is not None:
+        return int(init_args["depth"])
+    size = init_args.get("size", "base")
+    if size not in VIT_SIZES:
+        raise ValueError(f"unknown size {size!r}; choose from {sorted(VIT_SIZES)} or give embed_dim/depth/num_heads")
+    return VIT_SIZES[size]["depth"]

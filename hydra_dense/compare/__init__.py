@@ -22,8 +22,8 @@ peak memory is its own; finished runs are reused when the same command is run ag
 ``accuracy_vs_speed.png`` (Pareto front with error bars), ``summary.json``, and each run's folder.
 """
 from .cli import (DEFAULT_PLANS, DEMO_CONFIG, DEMO_PLANS, DETECTION_CONVERT_CONFIG, DETECTION_DEMO_CONFIG,
-                  VIDEO_DEMO_CONFIG, VIDEO_DEMO_PLANS, main, parse_args)
+                  VIDEO_DEMO_CONFIG, VIDEO_DEMO_PLANS, entry, main, parse_args)
 from .job import ComparisonJob, run_comparison
 
-__all__ = ["main", "run_comparison", "parse_args", "ComparisonJob", "DEMO_CONFIG", "DEFAULT_PLANS", "DEMO_PLANS",
+__all__ = ["main", "entry", "run_comparison", "parse_args", "ComparisonJob", "DEMO_CONFIG", "DEFAULT_PLANS", "DEMO_PLANS",
            "VIDEO_DEMO_CONFIG", "VIDEO_DEMO_PLANS", "DETECTION_DEMO_CONFIG", "DETECTION_CONVERT_CONFIG"]

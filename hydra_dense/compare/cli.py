@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 from typing import Optional
 
-__all__ = ["main", "parse_args", "DEMO_CONFIG", "DEFAULT_PLANS", "DEMO_PLANS", "VIDEO_DEMO_CONFIG",
+__all__ = ["main", "entry", "parse_args", "DEMO_CONFIG", "DEFAULT_PLANS", "DEMO_PLANS", "VIDEO_DEMO_CONFIG",
            "VIDEO_DEMO_PLANS", "DETECTION_DEMO_CONFIG", "DETECTION_CONVERT_CONFIG"]
 
 DEMO_CONFIG = "configs/segmentation/demo_digits.yaml"
@@ -114,3 +114,11 @@ def main(argv: Optional[list[str]] = None) -> int:
 
     run_comparison(args, overrides)
     return 0
+
+
+def entry(argv: Optional[list[str]] = None) -> int:
+    """``hydra-dense-compare`` / ``tools/compare.py``: :func:`main`, refusing plainly
+    (:mod:`hydra_dense.runtime.refusal`)."""
+    from ..runtime.refusal import plain_refusals
+
+    return plain_refusals(main)(argv)

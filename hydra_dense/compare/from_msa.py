@@ -13,6 +13,7 @@ import statistics
 from pathlib import Path
 from typing import Optional
 
+from ..backbones.sizes import configured_depth
 from .conversion import VIDEO_CONVERT_CONFIG, converted_checkpoint, task_backbone_config
 
 __all__ = ["msa_run_starts", "TASK_CONVERT_CONFIG", "task_convert_config"]
@@ -63,7 +64,7 @@ def msa_run_starts(recipes, msa_runs: list[dict], config: Path, overrides: list[
     if missing:
         raise FileNotFoundError(f"@from_msa / @continued: the msa runs of seeds {missing} saved no weights")
     backbone = task_backbone_config(config, overrides)
-    depth = backbone["init_args"].get("depth") or 12
+    depth = configured_depth(backbone["init_args"])
     conv_cfg = convert_config or task_convert_config(backbone)
     if _reads_task_images(conv_cfg):  # its images: the comparison's own task, as that run saw it
         extra = [*extra, f"--data.init_args.task_config={Path(config).resolve()}",

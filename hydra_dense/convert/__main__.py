@@ -20,12 +20,15 @@ DEFAULT_CONFIG = Path(__file__).resolve().parents[2] / "configs" / "convert" / "
 
 def main(argv: Optional[list[str]] = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
+    asks_help = any(a in ("-h", "--help") for a in args)
     if any(a == "--from-run" or a.startswith("--from-run=") for a in args):
         from .from_run import main as from_run_main
 
-        return from_run_main(args)
-    if args and args[0] in ("-h", "--help") and len(args) == 1:
-        print(__doc__)
+        # "--from-run --help": argparse would take --help for the missing RUN_DIR
+        return from_run_main(["--help"] if asks_help else args)
+    if asks_help and args[:1] != ["fit"]:  # the two modes; the ~50 trainer options with `fit --help`
+        print(__doc__.rstrip() + "\n\nEvery trainer, model and data option: hydra-dense-convert fit --help\n")
+        return 0
     if args[:1] == ["fit"]:
         args = args[1:]
     if not any(a == "--config" or a.startswith("--config=") for a in args):
@@ -43,5 +46,13 @@ def main(argv: Optional[list[str]] = None) -> int:
     return 0
 
 
+def entry(argv: Optional[list[str]] = None) -> int:
+    """``hydra-dense-convert`` / ``tools/convert.py``: :func:`main`, refusing plainly
+    (:mod:`hydra_dense.runtime.refusal`)."""
+    from ..runtime.refusal import plain_refusals
+
+    return plain_refusals(main)(argv)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(entry())

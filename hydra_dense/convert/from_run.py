@@ -16,9 +16,12 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import tempfile
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Optional
+
+from ..backbones.sizes import configured_depth
 
 __all__ = ["FinishedRun", "find_run", "convert_run", "main", "DEFAULT_PLAN"]
 
@@ -38,8 +41,9 @@ class FinishedRun:
 
 
 def find_run(run_dir: Path) -> FinishedRun:
-    """The config and weights of a ``hydra-dense-train fit`` run (its log folder or any folder above:
-    the newest ``config.yaml`` and the ``last.ckpt`` / newest ``*.ckpt`` beside it) or of a comparison
+    """The config and weights of a ``hydra-dense-train fit`` run (its log folder or a folder above that
+    holds only this run: its ``config.yaml`` and the ``last.ckpt`` / newest ``*.ckpt`` beside it; a
+    folder of several runs is refused, naming them) or of a comparison
     run folder (``request.json`` + ``final_weights.pt``). Raises naming what is missing."""
     run_dir = Path(run_dir).expanduser()
     if not run_dir.is_dir():
@@ -58,7 +62,11 @@ def find_run(run_dir: Path) -> FinishedRun:
     if not configs:
         raise FileNotFoundError(f"--from-run: no config.yaml under {run_dir} (hydra-dense-train saves the run's "
                                 "config there, beside its logs)")
-    config = configs[-1]
+    if len(configs) > 1:
+        shown = ", ".join(str(c.parent.relative_to(run_dir)) for c in configs[-5:])
+        raise ValueError(f"--from-run: {run_dir} holds {len(configs)} runs (a config.yaml in each of {shown}); give "
+                         f"the folder of the one to convert")
+    config = configs[0]
     checkpoints = sorted(config.parent.rglob("*.ckpt"), key=lambda p: (p.name == "last.ckpt", p.stat().st_mtime))
     if not checkpoints:
         raise FileNotFoundError(f"--from-run: no checkpoint (*.ckpt) under {config.parent}, the folder of the run's "
@@ -131,7 +139,7 @@ def _check_softmax(run: FinishedRun) -> dict:
     from ..compare.conversion import task_backbone_config
 
     backbone = task_backbone_config(run.config, run.overrides)
-    depth = backbone["init_args"].get("depth") or 12
+    depth = configured_depth(backbone["init_args"])
     plan = AttentionPlan.coerce(backbone["init_args"].get("plan"))
     kinds = set(plan.resolve(depth))
     if kinds != {"msa"}:
@@ -152,6 +160,8 @@ def convert_run(run: FinishedRun, out: Path, plan_name: str, steps: Optional[int
     from ..compare.runs import run_key
     from ..compare.worker import evaluate_given
 
+    with tempfile.TemporaryDirectory() as scratch:  # checked before anything is written under out
+        _check_softmax(replace(run, config=_without_subcommand_keys(run.config, Path(scratch))))
     run = replace(run, config=_without_subcommand_keys(run.config, out))
     backbone = _check_softmax(run)
     recipe_name = f"{plan_name}@from_msa"
@@ -173,7 +183,7 @@ def convert_run(run: FinishedRun, out: Path, plan_name: str, steps: Optional[int
     job.by_recipe[msa.name], job.requests[msa.name] = [given], [req]
 
     # stage 1 (and 2) on the run's training images, labels unused; then the fine-tune, head kept
-    depth = backbone["init_args"].get("depth") or 12
+    depth = configured_depth(backbone["init_args"])
     plan = converted.plan_fields(depth)
     if backbone["class_path"].endswith("VideoViT"):  # the run's own clips: its data module, as it trained
         task_data = []
@@ -194,7 +204,7 @@ def convert_run(run: FinishedRun, out: Path, plan_name: str, steps: Optional[int
 def main(argv: Optional[list[str]] = None) -> int:
     from ..compare.conversion import ALIGN_CONFIG
 
-    p = argparse.ArgumentParser(prog="hydra-dense-convert --from-run", description=__doc__,
+    p = argparse.ArgumentParser(prog="hydra-dense-convert", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--from-run", required=True, metavar="RUN_DIR", help="the finished MSA run's folder")
     p.add_argument("--plan", default=DEFAULT_PLAN, help=f"the Hydra plan to convert into (default {DEFAULT_PLAN}; "

@@ -11,45 +11,14 @@ from __future__ import annotations
 
 import argparse
 import json
-from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator, Literal, Optional, Sequence
+from typing import Optional, Sequence
 
 import torch
 
+from ..attention.muting import PathName, linear_blocks, muted
+
 __all__ = ["muted", "path_table", "main"]
-
-Path_ = Literal["global", "local"]
-
-
-def _linear_blocks(backbone) -> list[int]:
-    from ..attention.modules import GlobalLinearAttention
-
-    return [i for i, blk in enumerate(backbone.blocks) if isinstance(blk.attn, GlobalLinearAttention)]
-
-
-@contextmanager
-def muted(backbone, blocks: Sequence[int], path: Path_) -> Iterator[None]:
-    """Within the context, ``path`` is zero in ``blocks``: ``global`` = the Hydra / linear term
-    (``phi(q) * kv``), ``local`` = the local branch (convolution and / or window softmax)."""
-    saved = []
-    try:
-        for i in blocks:
-            attn = backbone.blocks[i].attn
-            if path == "global":
-                attn._global = lambda q, k, v, mask: torch.zeros_like(v)  # noqa: E731 - shadows the method
-                saved.append((attn, None))
-            else:
-                saved.append((attn, (attn.local, attn.local_window)))
-                attn.local, attn.local_window = None, None
-        yield
-    finally:
-        for attn, branches in saved:
-            if branches is None:
-                del attn._global
-            else:
-                attn.local, attn.local_window = branches
-
 
 @torch.no_grad()
 def _features(model, loader, limit: Optional[int]) -> list[torch.Tensor]:
@@ -74,12 +43,12 @@ def path_table(model, dm, trainer, metric: str, per_block: bool, feature_batches
     model.eval()
     dm.setup("validate")
     loader = dm.val_dataloader()
-    blocks = _linear_blocks(model.backbone)
+    blocks = linear_blocks(model.backbone)
     if not blocks:
         raise ValueError("the model has no Hydra / linear-attention block to take apart")
     intact = _features(model, loader, feature_batches)
 
-    def evaluate(case: str, chosen: Sequence[int], path: Optional[Path_]) -> dict:
+    def evaluate(case: str, chosen: Sequence[int], path: Optional[PathName]) -> dict:
         if path is None:
             score = trainer.validate(model, datamodule=dm, verbose=False)[0][metric]
             return dict(case=case, score=100 * score, feature_change=0.0)

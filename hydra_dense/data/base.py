@@ -38,11 +38,24 @@ class SplitDataModule(L.LightningDataModule):
     """
 
     datasets: dict
+    # what its batches are for ("segmentation", "detection", "video", "images"): a task checks it
+    # before anything runs, instead of failing on the first batch's shape
+    provides: str = ""
     _resume_position: Optional[dict] = None
     _train_sampler: Optional[ResumableSampler] = None
 
     def collate_fn(self) -> Callable:
         raise NotImplementedError
+
+    def check_loader_settings(self) -> None:
+        """At construction: batch sizes of at least 1, no negative worker count, each named."""
+        for name in ("batch_size", "val_batch_size"):
+            value = getattr(self.hparams, name, None)
+            if value is not None and (not isinstance(value, int) or value < 1):
+                raise ValueError(f"data.{name} must be an integer >= 1, got {value!r}")
+        workers = getattr(self.hparams, "num_workers", 0)
+        if not isinstance(workers, int) or workers < 0:
+            raise ValueError(f"data.num_workers must be an integer >= 0, got {workers!r}")
 
     @staticmethod
     def dataset_root(root: str | Path) -> Path:
@@ -124,7 +137,7 @@ class SplitDataModule(L.LightningDataModule):
 
     def predict_files_dataset(self, files) -> Dataset:
         """Images named by ``predict_files`` (folders, globs, files) at their own size."""
-        return ImageFiles(find_predict_files(files, IMAGE_EXTS))
+        return ImageFiles(find_predict_files(files, IMAGE_EXTS), getattr(self.hparams, "max_image_pixels", None))
 
     def predict_collate_fn(self) -> Callable:
         return collate_image_files

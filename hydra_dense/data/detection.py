@@ -166,7 +166,11 @@ class DetectionDataModule(SplitDataModule):
         skip_bad: skip unreadable samples (counted) instead of failing.
         predict_files: inputs for ``predict`` instead of the test split: folders (recursive),
             globs or files, unlabeled, any size; unreadable ones are named, skipped and counted.
+        max_image_pixels: PIL's decompression-bomb limit for the predict files (None: PIL's, about
+            179 megapixels; a larger file is skipped naming its size and this option).
     """
+
+    provides = "detection"
 
     def __init__(
         self,
@@ -202,11 +206,13 @@ class DetectionDataModule(SplitDataModule):
         skip_bad: bool = False,
         limit_train: Optional[int] = None,
         predict_files: Union[str, list[str], None] = None,
+        max_image_pixels: Optional[int] = None,
     ) -> None:
         super().__init__()
         # num_classes is only checked here; kept out of hparams so an unset one does not clash with
         # the model's in Lightning's hparams merge (the model checks its own against the data)
         self.save_hyperparameters(ignore=["num_classes"])
+        self.check_loader_settings()
         self.root = self.dataset_root(root)
         if format not in ("coco", "voc"):
             raise ValueError(f"data.format: unknown format {format!r}; choose coco or voc")
@@ -293,10 +299,12 @@ class DetectionDataModule(SplitDataModule):
             records = self._read("train").records
             if h.limit_train:
                 records = records[: h.limit_train]
-            if not any(len(r.labels) for r in records):
-                raise ValueError(f"{self._source('train')}: none of the {len(records)} training images has a box; "
-                                 "a detector would learn nothing (images without boxes may be mixed with ones "
-                                 "that have some)")
+            if not any((~r.iscrowd).any() for r in records):  # training drops crowd boxes
+                crowd = sum(int(r.iscrowd.sum()) for r in records)
+                what = (f"every one of its {crowd} boxes is a crowd box (iscrowd: 1 / VOC difficult), which training "
+                        "ignores" if crowd else "none of them has a box")
+                raise ValueError(f"{self._source('train')}: {len(records)} training images, and {what}; a detector "
+                                 "would learn nothing (images without boxes may be mixed with ones that have some)")
             self.datasets["train"] = DetectionDataset(records, self.train_transform(), True, h.masks, h.skip_bad,
                                                       self._source("train"))
         if stage in (None, "fit", "validate") and "val" not in self.datasets:

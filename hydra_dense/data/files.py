@@ -2,15 +2,15 @@
 
 ``read_image`` is the one reader of image files for training, evaluation and prediction.
 ``predict`` takes a folder (recursive), a glob or a list of files, any size; each input gets an
-output name: its path relative to the inputs' common folder, without the suffix (``a/b/img001``),
-so predictions land next to each other as the inputs did.
+output name: its path relative to the inputs' common folder, without the suffix (``a/b/img001``;
+with it where two inputs share a stem), so predictions land next to each other as the inputs did.
 """
 from __future__ import annotations
 
 import glob
 import os
 from pathlib import Path
-from typing import Optional, Sequence, Union
+from typing import NamedTuple, Optional, Sequence, Union
 
 import numpy as np
 import torch
@@ -19,7 +19,8 @@ from torch.utils.data import Dataset
 
 from .skipping import SkipPolicy
 
-__all__ = ["IMAGE_EXTS", "read_image", "PredictInputs", "find_predict_files", "ImageFiles", "collate_image_files"]
+__all__ = ["IMAGE_EXTS", "IMAGE_MODES", "ImageModeError", "mode_problem", "read_image", "PredictInputs",
+           "find_predict_files", "ImageFiles", "Unreadable", "collate_image_files"]
 
 IMAGE_EXTS = (".jpg", ".jpeg", ".png", ".bmp", ".tif", ".tiff", ".webp")
 
@@ -62,52 +63,90 @@ def find_predict_files(spec: Union[str, Sequence[str]], extensions: Sequence[str
 
 
 class PredictInputs:
-    """Input files and their output names (relative to the inputs' common folder, no suffix)."""
+    """Input files and their output names: the path relative to the inputs' common folder without
+    the suffix (``a/b/img001``), or with it where two inputs would otherwise share a name
+    (``a.jpg`` and ``a.png`` give ``a.jpg`` and ``a.png``), so that no output overwrites another."""
 
     def __init__(self, files: Sequence[Path]) -> None:
         self.files = [Path(f) for f in files]
         parents = [str(f.parent) for f in self.files]
         self.base = Path(os.path.commonpath(parents)) if parents else Path(".")
-        self.names = [str(f.relative_to(self.base).with_suffix("")) for f in self.files]
+        relative = [f.relative_to(self.base) for f in self.files]
+        stems = [str(r.with_suffix("")) for r in relative]
+        shared = {s for s in stems if stems.count(s) > 1}
+        self.names = [str(r) if s in shared else s for r, s in zip(relative, stems)]
+
+
+class Unreadable(NamedTuple):
+    """A predict input that could not be read: its index and why (listed in ``summary.json``)."""
+
+    index: int
+    reason: str
 
 
 class ImageFiles(SkipPolicy, Dataset):
     """Image files -> ``(image (3, H, W) uint8, index)`` at their own size, EXIF-upright, RGB.
 
-    Unreadable files are named in the log, skipped and counted (``skipped``); uint8 keeps a large
-    image small until the model normalises the window it is looking at.
+    Unreadable files are named in the log, skipped and counted (``skipped``), and come out as
+    :class:`Unreadable` with the reason; uint8 keeps a large image small until the model normalises
+    the window it is looking at. ``max_image_pixels``: PIL's decompression-bomb limit for these
+    files (None: PIL's own, about 179 megapixels; a larger image is refused with its size named).
     """
 
-    def __init__(self, files: Sequence[Path]) -> None:
+    def __init__(self, files: Sequence[Path], max_image_pixels: Optional[int] = None) -> None:
         self.inputs = PredictInputs(files)
         self.files = self.inputs.files
+        self.max_image_pixels = max_image_pixels
         self.init_skipping(skip_bad=True)
 
     def __len__(self) -> int:
         return len(self.files)
 
     def load(self, i: int) -> torch.Tensor:
+        if self.max_image_pixels:  # set here: a data-loader worker is a process of its own
+            Image.MAX_IMAGE_PIXELS = int(self.max_image_pixels)
         try:
             array = read_image(self.files[i])
+        except Image.DecompressionBombError as err:
+            raise OSError(f"image {self.files[i]} is larger than PIL reads by default ({err}); set "
+                          f"data.init_args.max_image_pixels to read it") from err
         except Exception as err:  # noqa: BLE001 - any failure to decode is an unreadable file
             raise OSError(f"cannot read image {self.files[i]}: {err}") from err
         return torch.from_numpy(np.ascontiguousarray(array)).permute(2, 0, 1)
 
     def __getitem__(self, i: int):
-        image = self.load_or_skip(i, (OSError,))
-        return None if image is None else (image, i)
+        try:
+            return self.load(i), i
+        except OSError as err:
+            self.count_skip(i, err)
+            return Unreadable(i, str(err))
 
 
-def collate_image_files(batch) -> dict | None:
-    """``[(image, index)]`` -> ``{"images": [(3, H_i, W_i) uint8], "index": (B,)}``; skipped
-    files dropped; None when all were."""
-    batch = [b for b in batch if b is not None]
-    if not batch:
-        return None
-    return {"images": [b[0] for b in batch], "index": torch.tensor([b[1] for b in batch])}
+def collate_image_files(batch) -> dict:
+    """``[(image, index) | Unreadable]`` -> ``{"images": [(3, H_i, W_i) uint8], "index": (B,),
+    "unreadable": [Unreadable]}``."""
+    read = [b for b in batch if b is not None and not isinstance(b, Unreadable)]
+    return {"images": [b[0] for b in read], "index": torch.tensor([b[1] for b in read], dtype=torch.long),
+            "unreadable": [b for b in batch if isinstance(b, Unreadable)]}
 
 
 SIXTEEN_BIT_MODES = ("I;16", "I;16L", "I;16B", "I")
+# what read_image turns into RGB (16-bit grey scaled by 255 / 65535), for training and predict alike;
+# others (32-bit float "F", "LAB", "HSV") have no one scale or colour meaning to assume
+IMAGE_MODES = {"1", "L", "LA", "P", "PA", "RGB", "RGBA", "RGBX", "CMYK", "YCbCr", *SIXTEEN_BIT_MODES}
+
+
+class ImageModeError(ValueError):
+    """An image stored in a mode the readers do not convert to RGB."""
+
+
+def mode_problem(path, mode: str) -> Optional[str]:
+    """Why an image of ``mode`` cannot be read as RGB, naming ``path``; None when it can."""
+    if mode in IMAGE_MODES:
+        return None
+    hint = " (32-bit float: scale it to 8 or 16 bits first)" if mode == "F" else ""
+    return (f"image {path} has mode {mode}, not one the readers convert to RGB{hint}; accepted: "
+            f"{', '.join(sorted(IMAGE_MODES))}")
 
 
 def read_image(path, mode: Optional[str] = "RGB") -> np.ndarray:
@@ -115,8 +154,11 @@ def read_image(path, mode: Optional[str] = "RGB") -> np.ndarray:
     sideways with a tag saying so), converted to ``mode`` (None keeps it: label maps).
 
     A 16-bit grey image (microscopy, depth) becomes RGB scaled by 255 / 65535 (PIL's own conversion
-    would clip every value above 255 to white)."""
+    would clip every value above 255 to white). Other modes than :data:`IMAGE_MODES` raise
+    :class:`ImageModeError` naming the mode, in training and predict alike."""
     with Image.open(path) as im:
+        if mode == "RGB" and (problem := mode_problem(path, im.mode)):
+            raise ImageModeError(problem)
         im = ImageOps.exif_transpose(im)
         if mode == "RGB" and im.mode in SIXTEEN_BIT_MODES:
             grey = (np.asarray(im).astype(np.float32) * (255.0 / 65535.0)).round().clip(0, 255).astype(np.uint8)

@@ -9,13 +9,14 @@ from typing import Iterable, Optional, Sequence
 
 from PIL import Image, UnidentifiedImageError
 
+from .files import IMAGE_MODES, mode_problem
+
 log = logging.getLogger(__name__)
 
 __all__ = ["image_header", "pair_problems", "sized_image_problems", "file_problems", "report_problems",
            "DataFilesError", "IMAGE_MODES", "MASK_MODES"]
 
-# what the readers convert to RGB (16-bit modes are scaled by read_image) and what a label map may be
-IMAGE_MODES = {"1", "L", "LA", "P", "PA", "RGB", "RGBA", "RGBX", "CMYK", "YCbCr", "I;16", "I;16L", "I;16B", "I"}
+# what a label map may be (images: what read_image converts to RGB, files.IMAGE_MODES)
 MASK_MODES = {"1", "L", "P", "I", "I;16", "I;16L", "I;16B"}
 _EXIF_ORIENTATION = 0x0112
 _EXIF_IN_HEADER = ("JPEG", "MPO", "TIFF", "WEBP")
@@ -28,37 +29,53 @@ class DataFilesError(ValueError):
 def image_header(path: Path) -> tuple[int, int, str]:
     """``(width, height, mode)`` of an image file, upright as :func:`~hydra_dense.data.files.read_image`
     turns it (EXIF orientations 5-8 swap the sides); raises ``OSError`` / ``ValueError`` when unreadable."""
+    w, h, mode, _ = _header(path)
+    return w, h, mode
+
+
+def _header(path: Path) -> tuple[int, int, str, bool]:
+    """:func:`image_header` and whether its EXIF orientation swapped the stored sides."""
     with Image.open(path) as im:
         w, h = im.size
         # EXIF sits in the header of these formats; a PNG's may follow the pixels, and asking for it
         # decodes the whole file (label maps are PNGs): 20x slower for nothing a camera wrote
-        if im.format in _EXIF_IN_HEADER and im.getexif().get(_EXIF_ORIENTATION, 1) in (5, 6, 7, 8):
-            w, h = h, w
-        return w, h, im.mode
+        turned = im.format in _EXIF_IN_HEADER and im.getexif().get(_EXIF_ORIENTATION, 1) in (5, 6, 7, 8)
+        return (h, w, im.mode, True) if turned else (w, h, im.mode, False)
 
 
-def _header_or_problem(path: Path, what: str, modes: set[str]) -> tuple[Optional[tuple[int, int]], Optional[str]]:
+def _header_or_problem(path: Path, what: str, modes: set[str]) -> tuple[Optional[tuple[int, int, bool]], Optional[str]]:
+    """``((width, height, turned by EXIF), None)`` or ``(None, the problem)``."""
     if not path.is_file():
         return None, f"{what} {path} does not exist"
     try:
-        w, h, mode = image_header(path)
+        w, h, mode, turned = _header(path)
     except (OSError, ValueError, UnidentifiedImageError) as err:
         return None, f"{what} {path} cannot be read ({type(err).__name__}: {err})"
-    if mode not in modes:
-        kind = "a single-channel label map" if what == "mask" else "an image the readers convert to RGB"
-        return None, f"{what} {path} has mode {mode}, not {kind} ({', '.join(sorted(modes))})"
-    return (w, h), None
+    if what != "mask" and modes is IMAGE_MODES:
+        problem = mode_problem(path, mode)
+        if problem:
+            return None, problem
+    elif mode not in modes:
+        return None, f"{what} {path} has mode {mode}, not a single-channel label map ({', '.join(sorted(modes))})"
+    return (w, h, turned), None
 
 
 def pair_problems(pairs: Iterable[tuple[Path, Path]]) -> list[str]:
-    """Segmentation ``(image, mask)`` pairs: both readable, the mask single-channel, the sizes equal."""
+    """Segmentation ``(image, mask)`` pairs: both readable, the mask single-channel, the sizes equal
+    (the image upright by its EXIF tag, as it is read; a mask is never turned)."""
     problems = []
     for image, mask in pairs:
         size_i, problem_i = _header_or_problem(Path(image), "image", IMAGE_MODES)
         size_m, problem_m = _header_or_problem(Path(mask), "mask", MASK_MODES)
         problems += [p for p in (problem_i, problem_m) if p]
-        if size_i and size_m and size_i != size_m:
-            problems.append(f"image {image} is {size_i[0]}x{size_i[1]} but mask {mask} is {size_m[0]}x{size_m[1]}")
+        if size_i and size_m and size_i[:2] != size_m[:2]:
+            (wi, hi, turned), (wm, hm, _) = size_i, size_m
+            if turned and (hi, wi) == (wm, hm):
+                problems.append(f"image {image} is stored {hi}x{wi} like its mask {mask}, but its EXIF orientation tag "
+                                f"turns it to {wi}x{hi} when read, and masks are not turned: save the image upright "
+                                f"(or turn the mask to match)")
+            else:
+                problems.append(f"image {image} is {wi}x{hi} but mask {mask} is {wm}x{hm}")
     return problems
 
 
@@ -69,7 +86,7 @@ def sized_image_problems(images: Iterable[tuple[Path, int, int]], source: str) -
         size, problem = _header_or_problem(Path(path), "image", IMAGE_MODES)
         if problem:
             problems.append(f"{problem} (listed in {source})")
-        elif size != (width, height):
+        elif size[:2] != (width, height):
             problems.append(f"image {path} is {size[0]}x{size[1]} but {source} says {width}x{height}")
     return problems
 

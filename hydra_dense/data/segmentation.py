@@ -63,7 +63,8 @@ LAYOUTS = {
 def find_pairs(root: Path, layout: str, split: str, image_dir: str = "img_dir/{split}",
                mask_dir: str = "ann_dir/{split}", image_suffix: str = "", mask_suffix: str = "",
                split_file: Optional[str] = None) -> list[tuple[Path, Path]]:
-    """(image, mask) paths of one split, with errors naming the missing folder or file."""
+    """(image, mask) paths of one split, with errors naming a missing folder; an image without its
+    mask keeps the path its mask should have (the pre-check lists every one, ``skip_bad`` skips them)."""
     if layout in LAYOUTS:
         lay = LAYOUTS[layout]
         split_name = lay.splits.get(split, split)
@@ -102,9 +103,7 @@ def find_pairs(root: Path, layout: str, split: str, image_dir: str = "img_dir/{s
                 masks_by_stem = {str(p.relative_to(mask_root).with_suffix("")): p
                                  for p in mask_root.rglob("*") if p.suffix.lower() in IMAGE_EXTS}
             mask = masks_by_stem.get(stem, mask_root / f"{stem}.png")
-        if not mask.is_file():
-            raise FileNotFoundError(f"image {img} has no mask: expected {mask}")
-        pairs.append((img, mask))
+        pairs.append((img, mask))  # a missing mask is listed by the pre-check with the other problems
     if not pairs:
         where = f" (restricted by {split_file.format(split=split)})" if split_file else ""
         raise ValueError(f"{layout} {split} split is empty: no images in {img_root}{where}")
@@ -210,7 +209,11 @@ class SegmentationDataModule(SplitDataModule):
         class_names: optional names for the per-class tables (else ``classes.json`` in root).
         predict_files: inputs for ``predict`` instead of the test split: folders (recursive),
             globs or files, unlabeled, any size; unreadable ones are named, skipped and counted.
+        max_image_pixels: PIL's decompression-bomb limit for the predict files (None: PIL's, about
+            179 megapixels; a larger file is skipped naming its size and this option).
     """
+
+    provides = "segmentation"
 
     def __init__(
         self,
@@ -242,9 +245,11 @@ class SegmentationDataModule(SplitDataModule):
         class_names: Optional[list[str]] = None,
         limit_train: Optional[int] = None,
         predict_files: Union[str, list[str], None] = None,
+        max_image_pixels: Optional[int] = None,
     ) -> None:
         super().__init__()
         self.save_hyperparameters()
+        self.check_loader_settings()
         self.root = self.dataset_root(root)
         if layout not in ("ade20k", "cityscapes", "folders"):
             raise ValueError(f"data.layout: unknown layout {layout!r}; choose from ade20k, cityscapes, folders")

@@ -26,7 +26,11 @@ class SkipPolicy:
         except errors as err:
             if not self.skip_bad:
                 raise
-            with self._skipped.get_lock():
-                self._skipped.value += 1
-            logging.getLogger(type(self).__module__).warning("skipping sample %d: %s", i, err)
+            self.count_skip(i, err)
             return None
+
+    def count_skip(self, i: int, err: BaseException) -> None:
+        """Sample ``i`` is skipped because of ``err``: logged and counted."""
+        with self._skipped.get_lock():
+            self._skipped.value += 1
+        logging.getLogger(type(self).__module__).warning("skipping sample %d: %s", i, err)

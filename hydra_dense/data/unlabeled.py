@@ -95,6 +95,8 @@ class UnlabeledImageDataModule(SplitDataModule):
         max_images: use at most this many training images (the first ones, sorted by path).
     """
 
+    provides = "images"
+
     def __init__(
         self,
         root: Union[str, list[str], None] = None,
@@ -114,6 +116,7 @@ class UnlabeledImageDataModule(SplitDataModule):
     ) -> None:
         super().__init__()
         self.save_hyperparameters(ignore=["train_files"])  # a list of every file: too long for hparams
+        self.check_loader_settings()
         if root is None and not train_files:
             raise ValueError("data: give data.root (image folders), image files, or both")
         if crop_size < 1 or val_every < 2:

@@ -301,6 +301,8 @@ class VideoDataModule(SplitDataModule):
             (``num_clips`` x ``num_crops`` views); unreadable ones are named, skipped and counted.
     """
 
+    provides = "video"
+
     def __init__(
         self,
         root: str,
@@ -335,6 +337,7 @@ class VideoDataModule(SplitDataModule):
     ) -> None:
         super().__init__()
         self.save_hyperparameters()
+        self.check_loader_settings()
         self.root = self.dataset_root(root)
         self.datasets: dict[str, VideoClipDataset] = {}
         self.class_names: Optional[list[str]] = None

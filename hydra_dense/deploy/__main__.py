@@ -101,5 +101,13 @@ def main(argv: Optional[list[str]] = None) -> int:
     return 0
 
 
+def entry(argv: Optional[list[str]] = None) -> int:
+    """``hydra-dense-export`` / ``tools/export.py``: :func:`main`, refusing plainly
+    (:mod:`hydra_dense.runtime.refusal`)."""
+    from ..runtime.refusal import plain_refusals
+
+    return plain_refusals(main)(argv)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(entry())

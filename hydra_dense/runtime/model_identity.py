@@ -10,7 +10,7 @@ import lightning as L
 from torch import nn
 
 __all__ = ["IDENTITY_KEY", "ModelIdentityCheckpoint", "model_identity", "task_mismatch", "plan_mismatch", "short_class",
-           "settings_differing"]
+           "settings_differing", "same_class"]
 
 IDENTITY_KEY = "hydra_dense_model"
 
@@ -40,13 +40,28 @@ def model_identity(model: nn.Module) -> dict:
     return identity
 
 
+def same_class(path: str, obj: Any) -> bool:
+    """Whether the class at import path ``path`` is ``obj``'s class. Compared as classes, so that
+    the two paths of one class (``hydra_dense.tasks.SegmentationTask``, re-exported, and
+    ``hydra_dense.tasks.segmentation.SegmentationTask``) agree; as text when ``path`` does not import."""
+    import importlib
+
+    module, _, name = str(path).rpartition(".")
+    try:
+        cls = getattr(importlib.import_module(module), name)
+    except (ImportError, AttributeError, ValueError):
+        return str(path) == _class_path(obj)
+    return cls is type(obj)
+
+
 def task_mismatch(saved: Mapping, model: nn.Module) -> Optional[str]:
     """What differs in the task or backbone class between a checkpoint's saved identity and ``model``."""
     mine = model_identity(model)
-    if saved.get("task") and saved["task"] != mine["task"]:
+    if saved.get("task") and not same_class(saved["task"], model):
         return (f"it holds a {short_class(saved['task'])} ({saved['task']}), but the config builds a "
                 f"{short_class(mine['task'])}; use the config the checkpoint was trained with")
-    if saved.get("backbone") and mine.get("backbone") and saved["backbone"] != mine["backbone"]:
+    backbone = getattr(model, "backbone", None)
+    if saved.get("backbone") and mine.get("backbone") and not same_class(saved["backbone"], backbone):
         return (f"it was trained with a {short_class(saved['backbone'])} backbone, the config builds a "
                 f"{short_class(mine['backbone'])}")
     return None

@@ -1,13 +1,15 @@
 """Finding the checkpoint to resume from, and checking it fits the model before anything runs."""
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Optional
 
 import torch
+from lightning.pytorch.utilities import rank_zero_only
 from torch import nn
 
-from .model_identity import IDENTITY_KEY, plan_mismatch, task_mismatch
+from .model_identity import IDENTITY_KEY, model_identity, plan_mismatch, task_mismatch
 
 __all__ = ["find_resume_checkpoint", "check_checkpoint_matches", "CheckpointMismatchError", "remove_stale_temporaries",
            "read_saved_settings"]
@@ -46,6 +48,11 @@ def remove_stale_temporaries(root: str | Path) -> int:
 def _load(path: str | Path, weights_only: bool) -> object:
     """A checkpoint file's contents; errors naming the file when it is missing or unreadable."""
     p = Path(path)
+    if p.is_dir():
+        inside = sorted(q.name for q in p.glob("*.ckpt"))[:5]
+        hint = f" it holds {', '.join(inside)}" if inside else " it holds no .ckpt file"
+        raise IsADirectoryError(f"--ckpt_path: {p} is a folder, not a checkpoint file;{hint} (or give --ckpt_path last "
+                                f"to resume the newest checkpoint under trainer.default_root_dir)")
     if not p.is_file():
         raise FileNotFoundError(f"--ckpt_path: checkpoint {p} does not exist")
     try:
@@ -60,6 +67,12 @@ def read_saved_settings(path: str) -> dict:
     when it is missing or unreadable (e.g. truncated)."""
     ckpt = _load(path, weights_only=True)
     return dict(ckpt.get("hyper_parameters") or {}) if isinstance(ckpt, dict) else {}
+
+
+@rank_zero_only
+def _warn_once(text: str) -> None:
+    """One line on stderr, from rank 0 only."""
+    print(text, file=sys.stderr, flush=True)
 
 
 def _shape_list(keys, limit: int = 5) -> str:
@@ -93,6 +106,10 @@ def check_checkpoint_matches(model: nn.Module, path: str | Path) -> None:
         if problem:
             raise CheckpointMismatchError(f"--ckpt_path: {path} does not match the configured "
                                           f"{type(model).__name__}: {problem}")
+        assumed = model_identity(model).get("plan")
+        if not saved.get("attention") and assumed:  # written elsewhere: nothing says which plan it ran
+            _warn_once(f"warning: --ckpt_path: {path} records no attention plan (not written by hydra_dense); it is "
+                       f"assumed to be the config's [{assumed}]")
         return
     lines = [f"--ckpt_path: {path} does not match the configured {type(model).__name__} (trained with another "
              f"backbone, head or num_classes? {len(state)} tensors in the checkpoint, {len(own)} in the model):"]

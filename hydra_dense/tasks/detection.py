@@ -13,7 +13,7 @@ from torchmetrics.detection import MeanAveragePrecision
 from ..heads.detection import PaddedPyramidBackbone, build_detector
 from .coco_results import detections_to_coco, gather_results, write_coco_results
 from .map_sync import gather_map_states
-from .class_names import check_class_count, class_names
+from .class_names import check_class_count, check_data_kind, class_names
 from .distill import FeatureDistillation
 from .file_predictions import FilePredictions
 from .optim import make_optimizer
@@ -113,6 +113,7 @@ class DetectionTask(FeatureDistillation, FilePredictions):
 
     # ---- checks before training ------------------------------------------------------------
     def setup(self, stage: str) -> None:
+        check_data_kind(self, "detection")
         dm = getattr(self.trainer, "datamodule", None) if self._trainer is not None else None
         if dm is None:
             return

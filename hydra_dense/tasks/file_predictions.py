@@ -39,6 +39,8 @@ class FilePredictions(RunDirMixin):
         fails is named in the log, skipped and listed in ``summary.json``, and the rest go on.
         Returns the names of the files predicted."""
         names = []
+        for unreadable in batch.get("unreadable", ()):
+            self.predictions.fail(unreadable.index, unreadable.reason)
         for image, index in zip(batch["images"], batch["index"]):
             try:
                 names.append(predict_one(image, int(index)))

@@ -13,7 +13,7 @@ from torchmetrics.classification import MulticlassAccuracy, MulticlassConfusionM
 
 from ..backbones.pyramid import MultiLevelRescale
 from ..heads.segmentation import FCNAuxHead, build_decode_head
-from .class_names import check_class_count, class_names
+from .class_names import check_class_count, check_data_kind, class_names
 from .distill import FeatureDistillation
 from .file_predictions import FilePredictions
 from .optim import make_optimizer
@@ -260,7 +260,8 @@ class SegmentationTask(FeatureDistillation, FilePredictions):
 
     # ---- optimisation ----------------------------------------------------------------------
     def setup(self, stage: str) -> None:
-        """Before anything runs: the model's class count against the data module's."""
+        """Before anything runs: the data module's kind and class count against the model's."""
+        check_data_kind(self, "segmentation")
         dm = getattr(self.trainer, "datamodule", None) if self._trainer is not None else None
         if dm is not None:
             check_class_count(self, getattr(dm, "num_classes", None))

@@ -14,7 +14,7 @@ from torchvision.transforms import v2
 
 from .distill import FeatureDistillation
 from .file_predictions import FilePredictions
-from .class_names import check_class_count, class_names
+from .class_names import check_class_count, check_data_kind, class_names
 from .optim import make_optimizer
 
 __all__ = ["VideoClassificationTask"]
@@ -133,7 +133,8 @@ class VideoClassificationTask(FeatureDistillation, FilePredictions):
         self.test_metrics.reset()
 
     def setup(self, stage: str) -> None:
-        """Before anything runs: the model's class count against the data module's."""
+        """Before anything runs: the data module's kind and class count against the model's."""
+        check_data_kind(self, "video")
         dm = getattr(self.trainer, "datamodule", None) if self._trainer is not None else None
         if dm is not None:
             check_class_count(self, len(names) if (names := getattr(dm, "class_names", None)) else None)

@@ -176,7 +176,7 @@ def test_all_modules_share_parameters_and_swap():
     plan = AttentionPlan(window_size=2)
     mods = [build_attention(k, 24, 4, **plan.block_arguments(k)) for k in kinds]
     assert [m.plan_arguments for m in mods][3:] == [
-        {"local": None, "token_mean": False, "linear_heads": None, "feature_map": "cosine", "grid_dims": 2,
+        {"local": None, "token_mean": False, "global_gain": False, "linear_heads": None, "feature_map": "cosine", "grid_dims": 2,
          "local_shifted": False}, {"window_size": 2, "rel_pos": False}]
     with pytest.raises(ValueError, match="attention 'msa' does not take window_size; it takes no plan options"):
         build_attention("msa", 24, 4, window_size=2)

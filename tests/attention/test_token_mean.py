@@ -64,7 +64,7 @@ def test_padding_invariance_and_the_plan():
     plan = AttentionPlan.from_name("hybrid2+mean+win4", 4)
     assert plan.token_mean and plan.local == "win4" and plan.block_labels(4)[2:] == ["hydra+mean+win4"] * 2
     assert {"hydra+mean", "hydra+mean+dwc7", "hybrid4+mean+win4"} <= set(AttentionPlan.names(12))
-    with pytest.raises(ValueError, match="no Hydra / linear block whose kv"):
+    with pytest.raises(ValueError, match="no Hydra / linear block whose global term .\+mean. would change"):
         AttentionPlan.from_name("aft+mean", 4)
     # switching the plan's token_mean swaps the modules, keeping the weights
     qkv = m.blocks[0].attn.qkv.weight.clone()

@@ -94,6 +94,12 @@ def test_from_run_names_what_is_missing_or_already_hydra(tmp_path):
     (logs / "config.yaml").write_text("seed_everything: 0\n")
     with pytest.raises(FileNotFoundError, match=r"no checkpoint \(\*.ckpt\) under"):
         convert_main(["--from-run", str(tmp_path / "no_ckpt")])
+    second = tmp_path / "no_ckpt" / "lightning_logs" / "version_1"
+    second.mkdir()
+    (second / "config.yaml").write_text("seed_everything: 1\n")
+    with pytest.raises(ValueError, match=r"holds 2 runs \(a config.yaml in each of lightning_logs/version_0, "
+                                         r"lightning_logs/version_1\); give the folder of the one to convert"):
+        convert_main(["--from-run", str(tmp_path / "no_ckpt")])
 
 
 def test_from_run_refuses_a_run_that_is_not_softmax(tmp_path, monkeypatch):
@@ -103,3 +109,4 @@ def test_from_run_refuses_a_run_that_is_not_softmax(tmp_path, monkeypatch):
     run = FinishedRun(config, [], tmp_path / "unused.ckpt", 0, 0)
     with pytest.raises(ValueError, match="already runs hydra x2"):
         convert_run(run, tmp_path / "out", "hydra", None, None, None, 0, None, "0")
+    assert not (tmp_path / "out").exists()  # a refused run leaves nothing behind

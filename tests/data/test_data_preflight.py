@@ -84,10 +84,21 @@ def det_dm(root, **kw):
 def test_detection_without_any_box_is_refused_naming_the_file(tmp_path):
     source = _coco(tmp_path, "train", boxes_per_image=0)
     _coco(tmp_path, "val", boxes_per_image=1)
-    with pytest.raises(ValueError, match=f"{source}: none of the 4 training images has a box"):
+    with pytest.raises(ValueError, match=f"{source}: 4 training images, and none of them has a box"):
         det_dm(tmp_path).setup("fit")
     _coco(tmp_path, "train", boxes_per_image=1, n=2)  # negatives mixed with positives stay allowed
     det_dm(tmp_path).setup("fit")
+
+
+def test_a_training_set_of_crowd_boxes_only_is_refused_like_an_empty_one(tmp_path):
+    source = _coco(tmp_path, "train", boxes_per_image=2)
+    data = json.loads(source.read_text())
+    for ann in data["annotations"]:
+        ann["iscrowd"] = 1
+    source.write_text(json.dumps(data))
+    _coco(tmp_path, "val", boxes_per_image=1)
+    with pytest.raises(ValueError, match=f"{source}: 4 training images, and every one of its 8 boxes is a crowd box"):
+        det_dm(tmp_path).setup("fit")
 
 
 def test_an_image_listed_in_the_coco_json_but_missing_is_named_before_training(tmp_path):

@@ -165,3 +165,38 @@ def test_a_file_whose_prediction_fails_is_named_skipped_and_the_rest_go_on(tmp_p
     summary = task.predictions.finish(True)
     assert summary["predicted"] == 2 and summary["skipped_files"] == [str(files[1])]
     assert summary["skipped_reasons"] == {str(files[1]): "RuntimeError: Output size is too small (image (3, 8, 8))"}
+
+
+def test_inputs_sharing_a_stem_keep_their_extension_so_no_output_overwrites_another(tmp_path):
+    files = [_image(tmp_path / "in" / "a.png", 8, 8), _image(tmp_path / "in" / "a.jpg", 8, 8),
+             _image(tmp_path / "in" / "b.jpg", 8, 8)]
+    assert PredictInputs(files).names == ["a.png", "a.jpg", "b"]
+
+
+def test_predict_on_a_shared_stem_and_a_float_tiff(tmp_path):
+    """Two inputs named ``a`` both get their labels; a float TIFF is refused naming its mode, as
+    training refuses it, and its reason is in the summary."""
+    config = write_config("segmentation", tmp_path)
+    folder = tmp_path / "photos"
+    _image(folder / "a.png", 64, 64, seed=1)
+    _image(folder / "a.jpg", 48, 80, seed=2)
+    Image.fromarray(np.full((20, 30), 0.5, dtype=np.float32)).save(folder / "float.tif")
+    root = tmp_path / "run"
+    ok(train("predict", config, root, f"--data.init_args.predict_files={folder}",
+             "--model.init_args.slide_crop=[32,32]", "--model.init_args.slide_stride=[20,20]"))
+    out = next(root.rglob("predictions"))
+    assert Image.open(out / "a.png.png").size == (64, 64) and Image.open(out / "a.jpg.png").size == (80, 48)
+    summary = json.loads((out / "summary.json").read_text())
+    reasons = {k.rsplit("/", 1)[-1]: v for k, v in summary["skipped_reasons"].items()}
+    assert summary["predicted"] == 2 and "has mode F" in reasons["float.tif"]
+
+
+def test_an_image_over_pils_pixel_limit_is_named_with_the_option_that_reads_it(tmp_path, monkeypatch):
+    from hydra_dense.data.files import ImageFiles, Unreadable
+
+    path = _image(tmp_path / "big.png", 40, 60)
+    monkeypatch.setattr(Image, "MAX_IMAGE_PIXELS", 500)  # 2,400 pixels is over twice the limit: refused
+    refused = ImageFiles([path])[0]
+    assert isinstance(refused, Unreadable) and "max_image_pixels" in refused.reason
+    image, index = ImageFiles([path], max_image_pixels=10_000)[0]
+    assert image.shape == (3, 40, 60) and index == 0

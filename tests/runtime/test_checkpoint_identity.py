@@ -78,6 +78,9 @@ def test_settings_given_now_win_over_the_checkpoints_and_are_listed(seg_run, tmp
 @pytest.mark.parametrize("line, message", [
     ("  plan: {default: hydar}", r"init_args.plan: attention plan: unknown attention 'hydar'; choose from \['msa', 'hydra'"),
     ("  embed_dm: 32", r"init_args.embed_dm is not an argument of ViT \(did you mean embed_dim\?\)"),
+    ("  patch_size: 6.4e1x", r"init_args.patch_size is '6.4e1x', but ViT takes an int there"),
+    ("  qkv_bias: maybe", r"init_args.qkv_bias is 'maybe', but ViT takes true or false there"),
+    ("  depth: four\n  plan: {hydra_last: 1}", r"init_args.depth is 'four', but ViT takes an int \(or null\) there"),
 ])
 def test_a_bad_backbone_file_is_named_with_its_key_and_allowed_values(tmp_path, line, message):
     import re

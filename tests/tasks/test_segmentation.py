@@ -6,6 +6,7 @@ import pytest
 import torch
 from PIL import Image
 
+from hydra_dense.data.preflight import DataFilesError
 from hydra_dense.data.segmentation import SampleError, SegmentationDataModule, collate_segmentation
 from hydra_dense.tasks import SegmentationTask
 from tests.helpers.images import make_ade, scene, tiny_backbone, write
@@ -81,10 +82,24 @@ def test_bad_input_names_the_file_or_setting(tmp_path):
     ds.pairs[2][0].write_bytes(b"garbage")
     with pytest.raises(SampleError, match="cannot read image .*ADE_0002.jpg"):
         ds[2]
-    # a missing mask
+    # missing masks: listed together by the pre-check, with the other problems
     (root / "annotations" / "training" / "ADE_0002.png").unlink()
-    with pytest.raises(FileNotFoundError, match="ADE_0002.jpg has no mask: expected .*ADE_0002.png"):
-        SegmentationDataModule(str(root), num_classes=4, num_workers=0).setup("fit")
+    (root / "annotations" / "training" / "ADE_0000.png").unlink()
+    dm = SegmentationDataModule(str(root), num_classes=4, num_workers=0)
+    dm.datasets["train"] = dm._dataset("train", train=True)
+    with pytest.raises(DataFilesError, match=r"(?s)mask .*ADE_0000.png does not exist.*mask .*ADE_0002.png does not exist"):
+        dm.check_files("fit")
+
+
+def test_skip_bad_skips_images_whose_mask_is_missing(tmp_path):
+    root = make_ade(tmp_path / "ade", n_train=4, n_val=2)
+    (root / "annotations" / "training" / "ADE_0001.png").unlink()
+    dm = SegmentationDataModule(str(root), num_classes=4, num_workers=0, skip_bad=True, batch_size=2,
+                                crop_size=(16, 16))
+    dm.setup("fit")
+    batches = list(torch.utils.data.DataLoader(dm.datasets["train"], batch_size=4, collate_fn=collate_segmentation))
+    assert 1 not in batches[0][3].tolist() and len(batches[0][3]) == 3
+    assert dm.skipped_report() == {"train": 1}
 
 
 def test_skip_bad_counts_and_reports(tmp_path):
