@@ -25,6 +25,7 @@ On top of Lightning's CLI, every run gets (see :mod:`hydra_dense.runtime`):
 from __future__ import annotations
 
 import os
+import time
 from datetime import timedelta
 from typing import Any, Optional
 
@@ -37,10 +38,13 @@ from .runtime import (AtomicCheckpointIO, DataReport, ModelIdentityCheckpoint, N
                       check_checkpoint_matches, find_resume_checkpoint, remove_stale_temporaries)
 from .runtime.model_identity import settings_differing
 from .runtime.progress import silence_known_noise
-from .runtime.refusal import plain_refusals
+from .runtime.refusal import KNOWN_REFUSALS, plain_refusals
 from .runtime.resume import read_saved_settings
 
 SPECIAL_CKPT = ("best", "hpc", "registry")
+# what a run writes into its log folder before its first step (nothing a person would want kept)
+_LOG_ONLY = ("hparams.yaml", "metrics.csv", "config.yaml")
+_PROCESS_START = time.time()
 
 
 class HydraDenseCLI(LightningCLI):
@@ -147,9 +151,40 @@ class HydraDenseCLI(LightningCLI):
                 return
             rank_zero_info(f"[resume] resuming from {found}")
             path = cfg["ckpt_path"] = str(found)
-        check_checkpoint_matches(self.model, path)
+        check_checkpoint_matches(self.model, path, resumes_training=subcommand == "fit")
         if getattr(self, "_settings_note", None):
             rank_zero_info(self._settings_note)
+
+    def _run_subcommand(self, subcommand: str) -> None:
+        try:
+            super()._run_subcommand(subcommand)
+        except KNOWN_REFUSALS:
+            self._remove_refused_log_folder()
+            raise
+
+    def _remove_refused_log_folder(self) -> None:
+        """A run refused before its first step (a data check, a checkpoint that does not fit) leaves no
+        log folder: Lightning's loggers make theirs before the data module's checks run. Only a folder
+        whose every file this process wrote, and none a result (checkpoints, overlays), is removed."""
+        import shutil
+        from pathlib import Path
+
+        trainer = getattr(self, "trainer", None)
+        if trainer is None or trainer.global_step > 0 or not trainer.is_global_zero:
+            return
+        started = _PROCESS_START - 1.0
+        for folder in {Path(lg.log_dir) for lg in trainer.loggers if getattr(lg, "log_dir", None)}:
+            files = [p for p in folder.rglob("*") if p.is_file()] if folder.is_dir() else []
+            if folder.is_dir() and all(p.stat().st_mtime >= started and (p.name.startswith("events.out.tfevents.")
+                                                                       or p.name in _LOG_ONLY) for p in files):
+                shutil.rmtree(folder, ignore_errors=True)
+                root = Path(trainer.default_root_dir).resolve()
+                for parent in folder.resolve().parents:  # the folders made for it, now empty
+                    if not parent.is_relative_to(root) or any(parent.iterdir()) or parent.stat().st_ctime < started:
+                        break
+                    parent.rmdir()
+                    if parent == root:
+                        break
 
     # LightningCLI calls before_<subcommand> ahead of the trainer method, before it reads ckpt_path
     def before_fit(self) -> None:

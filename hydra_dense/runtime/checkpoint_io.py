@@ -36,3 +36,15 @@ class AtomicCheckpointIO(TorchCheckpointIO):
             return super().save_checkpoint(checkpoint, path, storage_options)
         target = Path(str(path).removeprefix("file://"))
         atomic_write(target, lambda f: torch.save(checkpoint, f), sync_folder=True)
+
+    def load_checkpoint(self, path, map_location: Optional[Any] = None, weights_only: Optional[bool] = None) -> dict:
+        """Lightning's loading; a checkpoint written by another script with ``state_dict`` alone (no
+        ``pytorch-lightning_version``, which Lightning's migration reads) is taken as weights of
+        the current Lightning version (the model's own check has already passed:
+        :func:`~hydra_dense.runtime.resume.check_checkpoint_matches`)."""
+        import lightning
+
+        checkpoint = super().load_checkpoint(path, map_location=map_location, weights_only=weights_only)
+        if isinstance(checkpoint, dict) and "state_dict" in checkpoint:
+            checkpoint.setdefault("pytorch-lightning_version", lightning.__version__)
+        return checkpoint

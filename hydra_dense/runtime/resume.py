@@ -81,15 +81,19 @@ def _shape_list(keys, limit: int = 5) -> str:
     return ", ".join(keys[:limit]) + more
 
 
-def check_checkpoint_matches(model: nn.Module, path: str | Path) -> None:
+def check_checkpoint_matches(model: nn.Module, path: str | Path, resumes_training: bool = False) -> None:
     """Raise :class:`CheckpointMismatchError` (or ``FileNotFoundError``) naming the file and the
-    first mismatching parameters, when ``path`` cannot be loaded into ``model``."""
+    first mismatching parameters, when ``path`` cannot be loaded into ``model``; with
+    ``resumes_training`` (``fit``) also when it holds weights only (no optimizer state to resume)."""
     path = Path(path)
     ckpt = _load(path, weights_only=False)
     state = ckpt.get("state_dict") if isinstance(ckpt, dict) else None
     if state is None:
         raise CheckpointMismatchError(f"--ckpt_path: {path} is not a Lightning checkpoint (no 'state_dict'); "
                                       "plain backbone weights go to the backbone's `pretrained:` instead")
+    if resumes_training and "optimizer_states" not in ckpt:
+        raise CheckpointMismatchError(f"--ckpt_path: {path} holds weights only (no optimizer or loop state), so fit "
+                                      "cannot resume from it; validate, test and predict take it as it is")
     saved = dict(ckpt.get(IDENTITY_KEY) or {})
     saved.setdefault("task", (ckpt.get("hyper_parameters") or {}).get("_class_path"))
     problem = task_mismatch(saved, model)

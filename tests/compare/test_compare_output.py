@@ -26,3 +26,54 @@ def test_a_bad_seed_list_names_the_option(capsys):
         parse_args(["--seeds", "0,x"])
     assert "--seeds: expected comma-separated integers such as 0,1,2, got '0,x' ('x' is not an integer)" in \
         capsys.readouterr().err
+
+
+def test_a_second_request_into_the_same_folder_keeps_the_first_and_says_what_differs(tmp_path):
+    """A run is reused only for exactly its request: another request's finished run is refused naming
+    the difference (nothing retrained in place), and a table that lists fewer recipes than the folder
+    holds names the others."""
+    import json
+
+    from hydra_dense.compare.runs import RunClash
+
+    config = compare_seg_config(tmp_path, steps=2)
+    run_compare(tmp_path, config, "out", "--plans", "msa,hydra", "--seeds", "0")
+    first = tmp_path / "out" / "msa" / "seed0" / "result.json"
+    before = first.read_text()
+    with pytest.raises(RunClash, match=r"out/msa/seed0 holds a finished run of another request \(max_steps: 0 -> 3\); "
+                                       r"use another --out, or --rerun to replace it"):
+        run_compare(tmp_path, config, "out", "--plans", "msa,hybrid1", "--seeds", "0", "--max-steps", "3")
+    assert first.read_text() == before
+    run_compare(tmp_path, config, "out", "--plans", "msa,hybrid1", "--seeds", "0")  # msa reused, hybrid1 trained
+    table = (tmp_path / "out" / "table.md").read_text()
+    assert "| hybrid1 |" in table and "| hydra |" not in table
+    assert "Also finished in" in table and "hydra (seed 0)" in table
+    assert json.loads(first.read_text()) == json.loads(before)
+
+
+def test_repeated_seeds_and_a_file_as_out_are_refused(tmp_path):
+    config = compare_seg_config(tmp_path, steps=2)
+    with pytest.raises(ValueError, match=r"--seeds 0,0: seed 0 is listed twice"):
+        run_compare(tmp_path, config, "a", "--plans", "msa", "--seeds", "0,0")
+    (tmp_path / "file").write_text("not a folder")
+    with pytest.raises(ValueError, match=r"--out .*file is a file; give a folder"):
+        run_compare(tmp_path, config, "file", "--plans", "msa")
+
+
+def test_one_seed_shows_the_score_alone():
+    from hydra_dense.compare.report import _fmt_pm
+
+    one = _fmt_pm(dict(seeds="0", score=15.7, score_std=0.0, global_zeroed=15.0, global_zeroed_std=0.0))
+    assert one["score"] == "15.7 (1 seed)" and one["global_zeroed"] == "15.0 (1 seed)"
+    assert _fmt_pm(dict(seeds="0,1,2", score=15.7, score_std=1.25))["score"] == "15.7 ± 1.2"
+
+
+def test_a_half_written_result_reads_as_not_finished_and_the_run_trains_again(tmp_path, capfd):
+    config = compare_seg_config(tmp_path, steps=2)
+    run_compare(tmp_path, config, "out", "--plans", "msa", "--seeds", "0")
+    result = tmp_path / "out" / "msa" / "seed0" / "result.json"
+    result.write_text(result.read_text()[:40])  # a writer killed half-way (the atomic writer prevents it)
+    capfd.readouterr()
+    run_compare(tmp_path, config, "out", "--plans", "msa", "--seeds", "0")
+    assert f"{result} is not complete (a run killed while writing it): training that run again" in capfd.readouterr().out
+    assert result.read_text().rstrip().endswith("}")

@@ -110,3 +110,13 @@ def test_from_run_refuses_a_run_that_is_not_softmax(tmp_path, monkeypatch):
     with pytest.raises(ValueError, match="already runs hydra x2"):
         convert_run(run, tmp_path / "out", "hydra", None, None, None, 0, None, "0")
     assert not (tmp_path / "out").exists()  # a refused run leaves nothing behind
+
+
+def test_convert_help_shows_its_two_modes_and_from_run_help_works(capsys):
+    assert convert_main(["--help"]) == 0
+    out = capsys.readouterr().out
+    assert "hydra-dense-convert --from-run RUN_DIR" in out and "fit --help" in out
+    assert "--trainer.max_epochs" not in out  # the trainer's ~50 options only with `fit --help`
+    with pytest.raises(SystemExit) as exc:
+        convert_main(["--from-run", "--help"])
+    assert exc.value.code == 0 and "--from-run RUN_DIR" in capsys.readouterr().out

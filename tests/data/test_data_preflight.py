@@ -139,3 +139,34 @@ def test_missing_and_empty_videos_are_listed(tmp_path):
     (tmp_path / "ok.mp4").write_bytes(b"\x00" * 16)
     problems = file_problems([tmp_path / "ok.mp4", tmp_path / "empty.mp4", tmp_path / "gone.mp4"], "video")
     assert problems == [f"video {tmp_path}/empty.mp4 is empty (0 bytes)", f"video {tmp_path}/gone.mp4 does not exist"]
+
+
+def test_an_exif_turned_image_beside_an_upright_mask_is_named_with_its_tag(tmp_path):
+    """Both files store 96x64; the JPEG's orientation tag (6: turned 90 degrees) makes it 64x96 when
+    read, and masks are not turned: the problem names EXIF, not a size the user never wrote."""
+    root = make_ade(tmp_path / "ade", n_train=2, n_val=2)
+    image = sorted((root / "images" / "training").glob("*.jpg"))[0]
+    mask = root / "annotations" / "training" / (image.stem + ".png")
+    exif = Image.Exif()
+    exif[0x0112] = 6
+    Image.new("RGB", (96, 64), (90, 20, 20)).save(image, exif=exif)
+    Image.new("L", (96, 64)).save(mask)
+    with pytest.raises(DataFilesError, match=rf"image {image} is stored 96x64 like its mask {mask}, but its EXIF "
+                                             r"orientation tag turns it to 64x96 when read, and masks are not turned"):
+        seg_dm(root).setup("fit")
+
+
+def test_modes_without_an_rgb_reading_are_refused_alike_in_training_and_predict(tmp_path):
+    from hydra_dense.data.files import ImageFiles, Unreadable
+
+    root = make_ade(tmp_path / "ade", n_train=2, n_val=2)
+    for mode, value in (("LAB", (50, 0, 0)), ("F", 0.5)):
+        image = sorted((root / "images" / "training").glob("*"))[0]
+        image.unlink()
+        image = image.with_suffix(".tif")
+        Image.new(mode, (32, 32), value).save(image)
+        with pytest.raises(DataFilesError, match=rf"image {image} has mode {mode}, not one the readers convert to RGB"):
+            SegmentationDataModule(str(root), "folders", num_classes=4, num_workers=0, image_suffix=".tif",
+                                   image_dir="images/training", mask_dir="annotations/training").setup("fit")
+        refused = ImageFiles([image])[0]
+        assert isinstance(refused, Unreadable) and f"has mode {mode}, not one the readers convert to RGB" in refused.reason
