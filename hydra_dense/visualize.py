@@ -30,9 +30,6 @@ from PIL import Image
 
 from hydra_dense.data.segmentation import IMAGENET_MEAN, IMAGENET_STD
 
-ROOT = Path(__file__).resolve().parent.parent
-
-
 def load_image(path: str, size: int | None) -> tuple[np.ndarray, torch.Tensor]:
     try:
         img = Image.open(path).convert("RGB")

@@ -1,12 +1,13 @@
 #!/usr/bin/env python
 """The main job: MSA vs Hydra vs hybrid backbones trained and evaluated side by side.
 
-See ``python tools/compare.py --help``; the job is hydra_dense/compare/job.py, its options hydra_dense/compare/cli.py.
+See ``python tools/compare.py --help``; the job is hydra_dense/jobs/comparison.py, its command line
+hydra_dense/jobs/compare.py.
 """
 import sys
 
 
-from hydra_dense.compare import entry
+from hydra_dense.jobs.compare import entry
 
 if __name__ == "__main__":
     sys.exit(entry())

@@ -21,7 +21,8 @@ from .modules import (ATTENTION_CLASSES, ATTENTION_KINDS, AttentionKind, GlobalL
                       MSAttention, NoMixAttention, PlannedAttention, WindowMSAttention, build_attention)
 from .layout import TokenLayout
 from .ops import FUSED_MIN_NUMEL, HYDRA_EPS, FeatureMapName, hydra_attention, hydra_attention_eager, linear_attention
-from .plan import LOCAL_KINDS, LOCAL_NAMES, PLAN_NAMES, AttentionPlan
+from .plan import LOCAL_KINDS, LOCAL_NAMES, AttentionPlan, BlockAttention
+from .plan_grammar import PLAN_NAMES, plan_from_name, plan_names
 
 __all__ = [
     "hydra_attention",
@@ -37,6 +38,9 @@ __all__ = [
     "GlobalLinearAttention",
     "AttentionKind",
     "AttentionPlan",
+    "BlockAttention",
+    "plan_from_name",
+    "plan_names",
     "build_attention",
     "ATTENTION_KINDS",
     "LOCAL_KINDS",

@@ -43,7 +43,7 @@ class PlannedAttention(TimmAttention):
     """
 
     kind: str = "base"
-    # the AttentionPlan fields this kind takes (AttentionPlan.block_arguments passes exactly these)
+    # the AttentionPlan fields this kind takes (a plan's BlockAttention of this kind holds exactly these)
     plan_options: tuple[str, ...] = ()
 
     def __init__(self, dim: int, num_heads: int = 8, qkv_bias: bool = True, qk_norm: bool = False,

@@ -6,7 +6,7 @@ from typing import Optional, Sequence
 import torch
 from timm.models.vision_transformer import Block
 
-from ..attention import AttentionPlan, PlannedAttention, TokenLayout, build_attention
+from ..attention import AttentionPlan, BlockAttention, PlannedAttention, TokenLayout, build_attention
 
 
 class PlannedBlock(Block):
@@ -49,14 +49,14 @@ def swap_attention(old: PlannedAttention | torch.nn.Module, kind: str, **kwargs)
     return new.to(device=old.qkv.weight.device, dtype=old.qkv.weight.dtype)
 
 
-def planned_attention(old: PlannedAttention | torch.nn.Module, plan: AttentionPlan, kind: str, grid_dims: int,
+def planned_attention(old: PlannedAttention | torch.nn.Module, block: BlockAttention, grid_dims: int,
                       shifted: bool) -> PlannedAttention:
-    """The attention the plan wants in a block that holds ``old``: ``old`` itself when it already is
-    ``kind`` built with the same arguments, otherwise a new module holding ``old``'s weights."""
-    arguments = plan.block_arguments(kind, grid_dims, shifted)
-    if getattr(old, "kind", None) == kind and getattr(old, "plan_arguments", None) == arguments:
+    """The attention ``block`` asks for in a block that holds ``old``: ``old`` itself when it already
+    is that kind built with the same arguments, otherwise a new module holding ``old``'s weights."""
+    arguments = block.arguments(grid_dims, shifted)
+    if getattr(old, "kind", None) == block.kind and getattr(old, "plan_arguments", None) == arguments:
         return old  # type: ignore[return-value]
-    return swap_attention(old, kind, **arguments)
+    return swap_attention(old, block.kind, **arguments)
 
 
 def apply_plan(plan: AttentionPlan, attention_slots: Sequence[Sequence[tuple[torch.nn.Module, str, int]]]) -> list[str]:
@@ -66,8 +66,8 @@ def apply_plan(plan: AttentionPlan, attention_slots: Sequence[Sequence[tuple[tor
     (a ViT block: its ``attn`` on the 2-D grid; a divided space-time block: spatial on 2-D and
     temporal on 1-D; a joint video block: 3-D). Odd blocks get the shifted windows of a shifted plan.
     """
-    kinds = plan.resolve(len(attention_slots))
-    for i, (slots, kind) in enumerate(zip(attention_slots, kinds)):
+    blocks = plan.per_block(len(attention_slots))
+    for i, (slots, block) in enumerate(zip(attention_slots, blocks)):
         for owner, attribute, grid_dims in slots:
-            setattr(owner, attribute, planned_attention(getattr(owner, attribute), plan, kind, grid_dims, i % 2 == 1))
-    return kinds
+            setattr(owner, attribute, planned_attention(getattr(owner, attribute), block, grid_dims, i % 2 == 1))
+    return [block.kind for block in blocks]

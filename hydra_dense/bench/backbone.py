@@ -10,7 +10,7 @@ from typing import Callable, Iterable, Optional
 import torch
 from torch import nn
 
-from ..attention import AttentionPlan
+from ..attention import plan_from_name
 from ..backbones import VideoViT, ViT
 from .flops import ELEMENTWISE_PER_TOKEN_CHANNEL, count_flops, hydra_flops_by_formula
 from .memory import peak_memory_mb, peak_memory_mb_isolated
@@ -72,7 +72,7 @@ def _pipeline(model: str, plan: str, patch_size: int, grad_checkpointing: bool) 
     if depth != 12:
         out_indices = sorted({depth // 4 - 1, depth // 2 - 1, 3 * depth // 4 - 1, depth - 1})[-len(out_indices):]
     backbone = cls(**kwargs, patch_size=patch_size, grad_checkpointing=grad_checkpointing, class_token=False,
-                   plan=AttentionPlan.from_name(plan, depth), out_indices=out_indices)
+                   plan=plan_from_name(plan, depth), out_indices=out_indices)
     return SegmentationTask(backbone, num_classes=150, **spec)
 
 
@@ -83,7 +83,7 @@ def _detection_pipeline(model: str, plan: str, patch_size: int, grad_checkpointi
     cls, kwargs = MODELS[backbone_name or "vit_base"]
     depth = kwargs.get("depth") or {"tiny": 12, "small": 12, "base": 12, "large": 24}[kwargs["size"]]
     vit = cls(**kwargs, patch_size=patch_size, grad_checkpointing=grad_checkpointing, class_token=False,
-              plan=AttentionPlan.from_name(plan, depth), out_indices=[-1], out_norm=False)  # ViTDet layout
+              plan=plan_from_name(plan, depth), out_indices=[-1], out_norm=False)  # ViTDet layout
     return build_detection_pipeline(task, vit)
 
 
@@ -110,7 +110,7 @@ def build_backbone(model: str, plan: str, patch_size: int = 16, tubelet_size: in
     cls, kwargs = MODELS[model]
     kwargs = dict(kwargs, patch_size=patch_size, grad_checkpointing=grad_checkpointing)
     depth = kwargs.get("depth") or {"tiny": 12, "small": 12, "base": 12, "large": 24}[kwargs["size"]]
-    plan_obj = AttentionPlan.from_name(plan, depth)
+    plan_obj = plan_from_name(plan, depth)
     if cls is VideoViT:
         return VideoViT(**kwargs, tubelet_size=tubelet_size, plan=plan_obj)
     return ViT(**kwargs, class_token=False, plan=plan_obj, out_indices=[-1])

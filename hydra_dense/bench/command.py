@@ -34,7 +34,7 @@ from hydra_dense.bench.backbone import MODELS, PIPELINES, ROW_COLUMNS, BenchSett
 from hydra_dense.bench.detection import DETECTION_PIPELINES
 from hydra_dense.bench.attention_op import OP_COLUMNS, bench_hydra_op
 from hydra_dense.bench.report import markdown_table, plot_backbone_rows, write_csv
-from hydra_dense.attention import AttentionPlan
+from hydra_dense.attention import plan_from_name
 from hydra_dense.bench.input_sizes import parse_devices, parse_dtype, parse_size
 
 SHOW = ["backbone", "attention", "height", "width", "frames", "tokens", "batch", "mode", "dtype", "device",
@@ -90,7 +90,7 @@ def main(argv=None) -> int:
         sizes = [parse_size(s) for s in args.sizes.split(",") if s.strip()]
         plans = [p.strip() for p in args.plans.split(",") if p.strip()]
         for plan in plans:
-            AttentionPlan.from_name(plan, 12)
+            plan_from_name(plan, 12)
         task, _, inner = args.model.partition(":")
         pipelines = sorted(PIPELINES) + sorted(DETECTION_PIPELINES)
         if args.model not in MODELS and not (task in pipelines and (inner or "vit_base") in MODELS):

@@ -8,10 +8,8 @@ from __future__ import annotations
 
 import csv
 import math
-import os
 import shutil
 import subprocess
-import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,10 +21,10 @@ from .backbone import BenchSettings, bench_backbones
 from .kernel_check import check_kernel_numerics, measure_bandwidth, peak_bandwidth_gbs
 from .report import markdown_table
 from .input_sizes import parse_size
+from ..runtime.shipped import job_command, job_environment, shipped_file
 
 __all__ = ["CheckSizes", "FULL", "DRY", "speed_rows", "train_smoke", "SMOKE_TASKS"]
 
-ROOT = Path(__file__).resolve().parents[2]
 
 
 @dataclass(frozen=True)
@@ -115,19 +113,18 @@ def train_smoke(task: str, workdir: Path, cuda: bool, steps: int, overrides: tup
     prepare(data)
     shutil.rmtree(run_dir, ignore_errors=True)  # never read back an earlier run's metrics
     cluster = "gpu_ddp" if cuda else "cpu_gloo"
-    cmd = [sys.executable, str(ROOT / "tools" / "train.py"), "fit", "--config", str(ROOT / config),
-           "--config", str(ROOT / "configs" / "cluster" / f"{cluster}.yaml"), "--trainer.devices=1",
+    cmd = job_command("cli", "fit", "--config", str(shipped_file(config, "the smoke task's config")),
+           "--config", str(shipped_file(f"configs/cluster/{cluster}.yaml", "the cluster config")), "--trainer.devices=1",
            f"--trainer.max_steps={steps}", f"--trainer.val_check_interval={steps}",
            "--trainer.limit_val_batches=2", "--trainer.enable_progress_bar=false", "--trainer.log_every_n_steps=1",
            f"--trainer.default_root_dir={run_dir}",
            # the metrics are read back from CSV (the default logger is TensorBoard where it is installed)
            "--trainer.logger=lightning.pytorch.loggers.CSVLogger", f"--trainer.logger.init_args.save_dir={run_dir}",
            f"--data.init_args.root={data}", "--model.init_args.backbone.init_args.plan={default: hydra, local: dwc3}",
-           *overrides]
+           *overrides)
     t0 = time.perf_counter()
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
     try:
-        proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)
+        proc = subprocess.run(cmd, env=job_environment(), capture_output=True, text=True, timeout=timeout)
         rc, log = proc.returncode, proc.stdout + proc.stderr
     except subprocess.TimeoutExpired as err:
         rc, log = -1, f"timed out after {timeout:.0f} s\n{err.stdout or ''}{err.stderr or ''}"

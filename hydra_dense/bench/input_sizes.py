@@ -1,6 +1,6 @@
 """Parsing benchmark specs: input sizes, dtypes, devices — with errors that name the value.
 
-Plan names (``hybrid4+dwc3``, ``vitdet_hydra``, ...) are :meth:`AttentionPlan.from_name`."""
+Plan names (``hybrid4+dwc3``, ``vitdet_hydra``, ...) are :func:`~hydra_dense.attention.plan_from_name`'s."""
 from __future__ import annotations
 
 import re

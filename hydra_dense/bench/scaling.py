@@ -16,10 +16,10 @@ communication can add to a step.
 """
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import subprocess
-import sys
 import tempfile
 from pathlib import Path
 from typing import Optional, Sequence
@@ -27,9 +27,16 @@ from typing import Optional, Sequence
 import yaml
 from torch import nn
 
-__all__ = ["measure_scaling", "allreduce_seconds", "model_from_config", "comm_cost_rows", "BUSBW_SOURCES"]
+from ..data.embedded import prepare_embedded_data
+from ..runtime.atomic_file import atomic_write_text
+from ..runtime.shipped import job_command, job_environment, shipped_file
+from .report import markdown_table, write_csv
 
-REPO = Path(__file__).resolve().parents[2]
+__all__ = ["measure_scaling", "allreduce_seconds", "model_from_config", "comm_cost_rows", "BUSBW_SOURCES", "main"]
+
+COMM_CONFIGS = ["configs/segmentation/ade20k_upernet_vit_b16.yaml", "configs/detection/coco_mask_rcnn_vitdet_b16.yaml",
+                "configs/video/k400_vit_b16_joint_hydra.yaml"]
+
 BUSBW_SOURCES = {
     "intra": (230.0, "8x A100 SXM, NVLink, one node: 232 GB/s all_reduce busbw "
                      "(https://github.com/NVIDIA/nccl-tests/issues/175)"),
@@ -87,15 +94,15 @@ def _run_one(config: str, procs: int, cluster: str, steps: int, warmup: int, ove
         out = Path(tmp) / "clock.json"
         clock = json.dumps({"class_path": "hydra_dense.bench.throughput.TrainClock",
                             "init_args": {"skip": warmup, "out": str(out)}})
-        cmd = [sys.executable, str(REPO / "tools" / "train.py"), "fit", "--config", config,
-               "--config", str(REPO / "configs" / "cluster" / f"{cluster}.yaml"),
+        cmd = job_command("cli", "fit", "--config", config,
+               "--config", str(shipped_file(f"configs/cluster/{cluster}.yaml", "the cluster config")),
                f"--trainer.devices={procs}", f"--trainer.max_steps={steps + warmup}",
                "--trainer.limit_val_batches=0", "--trainer.num_sanity_val_steps=0", "--trainer.logger=false",
                "--trainer.enable_checkpointing=false", "--trainer.enable_progress_bar=false",
-               f"--trainer.default_root_dir={tmp}", f"--trainer.callbacks+={clock}", *overrides]
+               f"--trainer.default_root_dir={tmp}", f"--trainer.callbacks+={clock}", *overrides)
         if procs == 1:
             cmd.append("--trainer.strategy=auto")  # the baseline without a process group
-        env = dict(os.environ, OMP_NUM_THREADS=str(threads), PYTHONPATH=str(REPO))
+        env = dict(job_environment(), OMP_NUM_THREADS=str(threads))
         proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
         if proc.returncode != 0 or not out.is_file():
             raise RuntimeError(f"{procs} process(es) failed (exit {proc.returncode}):\n{proc.stderr[-3000:]}")
@@ -122,3 +129,45 @@ def measure_scaling(config: str, procs: Sequence[int] = (1, 2), cluster: str = "
                          step_s=r["seconds"] / max(r["steps"], 1), images_per_s=ips, speedup=speedup,
                          ideal_speedup=ideal, efficiency=speedup / ideal))
     return rows
+
+
+def _parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--config", default="configs/segmentation/demo_digits.yaml")
+    ap.add_argument("--cluster", default="cpu_gloo", help="trainer settings: configs/cluster/<name>.yaml")
+    ap.add_argument("--procs", default="1,2", help="process counts (GPUs with --cluster gpu_ddp)")
+    ap.add_argument("--steps", type=int, default=20, help="timed training steps per run")
+    ap.add_argument("--warmup", type=int, default=3, help="untimed first steps")
+    ap.add_argument("--busbw-intra", type=float, default=BUSBW_SOURCES["intra"][0], help="GB/s inside a node")
+    ap.add_argument("--busbw-inter", type=float, default=BUSBW_SOURCES["inter"][0], help="GB/s across nodes")
+    ap.add_argument("--skip-measure", action="store_true", help="only the on-paper communication table")
+    ap.add_argument("--out", default="runs/scaling")
+    return ap
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    """``tools/scaling.py``: the on-paper communication table, then the measured scaling."""
+    args, overrides = _parser().parse_known_args(argv)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    config = str(shipped_file(args.config, "--config"))
+    prepare_embedded_data(Path(config))
+    rows = comm_cost_rows([shipped_file(c, "a ViT-B recipe") for c in COMM_CONFIGS], busbw_intra=args.busbw_intra,
+                          busbw_inter=args.busbw_inter)
+    note = (f"\nAssumed all_reduce busbw: {args.busbw_intra:g} GB/s inside a node (8 GPUs), {args.busbw_inter:g} GB/s "
+            f"across nodes (64 GPUs = 8 nodes).\nSources: {BUSBW_SOURCES['intra'][1]}; {BUSBW_SOURCES['inter'][1]}.\n"
+            "DDP all-reduces fp32 gradients (also under bf16-mixed: the parameters stay fp32); a bf16 "
+            "compression hook would halve it. Buckets overlap with the backward pass, so this bounds the "
+            "added step time from above.\n")
+    atomic_write_text(out / "comm_cost.md", markdown_table(rows) + "\n" + note)
+    write_csv(rows, out / "comm_cost.csv")
+    print(markdown_table(rows) + "\n" + note)
+    if args.skip_measure:
+        return 0
+    procs = [int(p) for p in args.procs.split(",")]
+    measured = measure_scaling(config, procs, args.cluster, args.steps, args.warmup, overrides)
+    table = markdown_table(measured)
+    atomic_write_text(out / "scaling.md", f"`{' '.join(['tools/scaling.py', *(argv or [])])}`\n\n{table}\n")
+    write_csv(measured, out / "scaling.csv")
+    print(table)
+    return 0

@@ -4,32 +4,52 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import subprocess
-import sys
 import time
+from dataclasses import asdict
 from pathlib import Path
-from typing import Optional
+from typing import Literal, Optional
 
+import torch
 import yaml
+from jsonargparse import Namespace
 
+from ..attention import AttentionPlan
+from ..cli import parse_config
+from ..data.embedded import prepare_embedded_data, string_values
 from ..data.sources import cache_dir
 from ..runtime.atomic_file import atomic_write_text
 from ..runtime.refusal import StepFailed
-from .run_setup import prepare_default_data, repo_root, shipped_file, string_values
+from ..runtime.shipped import job_command, job_environment, shipped_file
 
-__all__ = ["converted_checkpoint", "aligned_checkpoint", "task_backbone_config", "default_convert_config",
-           "DEFAULT_CONVERT_CONFIG", "VIDEO_CONVERT_CONFIG", "ALIGN_CONFIG"]
+__all__ = ["converted_checkpoint", "aligned_checkpoint", "task_backbone_config", "convert_config_for",
+           "task_data_arguments", "is_video_backbone", "DEFAULT_CONVERT_CONFIG", "VIDEO_CONVERT_CONFIG",
+           "TASK_CONVERT_CONFIG", "ALIGN_CONFIG"]
 
 DEFAULT_CONVERT_CONFIG = "configs/convert/dinov2_s14_hydra_dwc3.yaml"
+TASK_CONVERT_CONFIG = "configs/convert/dinov2_s14_task_images.yaml"
 VIDEO_CONVERT_CONFIG = "configs/convert/video_demo_hydra_dwc3.yaml"
 ALIGN_CONFIG = "configs/convert/dinov2_s14_align.yaml"
 
 
-def default_convert_config(backbone_cfg: dict) -> str:
-    """The conversion config (its data and schedule) for a task backbone: the video demo's clips
-    for a VideoViT, the natural images for an image ViT."""
-    return VIDEO_CONVERT_CONFIG if backbone_cfg["class_path"].endswith("VideoViT") else DEFAULT_CONVERT_CONFIG
+def is_video_backbone(backbone_cfg: dict) -> bool:
+    return str(backbone_cfg["class_path"]).endswith("VideoViT")
+
+
+def convert_config_for(backbone_cfg: dict, images: Literal["natural", "task"] = "natural") -> str:
+    """The conversion config (its data and schedule) for a task backbone: the video demo's clips for
+    a VideoViT; for an image ViT the natural images (``@converted``) or the task's own training
+    images, labels unused (``@from_msa``, ``--from-run``)."""
+    if is_video_backbone(backbone_cfg):
+        return VIDEO_CONVERT_CONFIG
+    return DEFAULT_CONVERT_CONFIG if images == "natural" else TASK_CONVERT_CONFIG
+
+
+def task_data_arguments(config: Path, overrides: list[str]) -> list[str]:
+    """The conversion's data arguments that read a task config's training images (after its
+    overrides), as the task saw them; labels are never read."""
+    return [f"--data.init_args.task_config={Path(config).resolve()}",
+            f"--data.init_args.task_overrides={json.dumps(list(overrides))}"]
 
 
 def _file_digest(path: Path) -> str:
@@ -59,10 +79,6 @@ def _data_fingerprint(config_text: str, extra: list[str]) -> str:
 def task_backbone_config(config: Path, overrides: list[str]) -> dict:
     """The backbone section (``class_path`` + ``init_args``) of a task config after its overrides,
     as the CLI resolves it (relative backbone YAML paths included), without building anything."""
-    from jsonargparse import Namespace
-
-    from ..cli import parse_config
-
     backbone = parse_config(["--config", str(config), *overrides])["model"]["init_args"]["backbone"]
     out = backbone.as_dict() if isinstance(backbone, Namespace) else dict(backbone)
     out = {k: v for k, v in out.items() if not k.startswith("__")}  # jsonargparse's own bookkeeping
@@ -91,7 +107,7 @@ def converted_checkpoint(backbone_cfg: dict, plan: dict, source: str, convert_co
     text = conv_cfg.read_text()
     # the key fingerprints the images the conversion reads, so they must exist before it is taken
     # (otherwise a first run on a fresh machine caches its result under a key no later run computes)
-    prepare_default_data(conv_cfg)
+    prepare_embedded_data(conv_cfg)
     if not steps:
         steps = ((yaml.safe_load(text) or {}).get("trainer") or {}).get("max_steps")
         if not steps:
@@ -108,27 +124,22 @@ def converted_checkpoint(backbone_cfg: dict, plan: dict, source: str, convert_co
     folder.mkdir(parents=True, exist_ok=True)
     # every plan field written out: given as --model.init_args.backbone, this backbone's init_args are
     # merged into the conversion config's, so a field left out (e.g. local) would be taken from there
-    from dataclasses import asdict
-
-    from ..attention import AttentionPlan
-
     args["plan"] = asdict(AttentionPlan.coerce(plan))
     backbone_yaml = folder / "backbone.yaml"
     atomic_write_text(backbone_yaml, yaml.safe_dump(backbone, sort_keys=False))
-    cmd = [sys.executable, str(repo_root() / "tools" / "convert.py"), "--config", str(conv_cfg),
+    cmd = job_command("convert", "--config", str(conv_cfg),
            f"--model.init_args.backbone={backbone_yaml}", f"--model.init_args.source={source}",
            f"--model.init_args.output={ckpt}", f"--trainer.max_steps={steps}",
            f"--trainer.default_root_dir={folder / 'run'}", "--ckpt_path=last", *extra,
            "--trainer.enable_progress_bar=false", "--trainer.enable_model_summary=false",
            '--trainer.callbacks+={"class_path": "hydra_dense.runtime.progress.StepProgress", '
-           '"init_args": {"label": "conversion", "every": 50}}']
+           '"init_args": {"label": "conversion", "every": 50}}')
     print(f"\n=== converting {source} -> {plan} ({steps} steps; cached in {folder}) ===", flush=True)
     t0 = time.time()
-    proc = subprocess.run(cmd, cwd=repo_root(), env=dict(os.environ, PYTHONPATH=str(repo_root())))
+    proc = subprocess.run(cmd, env=job_environment())
     minutes = (time.time() - t0) / 60
     if proc.returncode != 0 or not ckpt.is_file():
         raise StepFailed(f"conversion failed (exit {proc.returncode}; its message is above): {' '.join(cmd)}")
-    import torch
 
     meta = torch.load(ckpt, map_location="cpu", weights_only=True)["hydra_dense"]
     blocks = meta["converted_blocks"]
@@ -158,8 +169,7 @@ def aligned_checkpoint(backbone_cfg: dict, plan: dict, source: str, stage1: tupl
     first, first_info = stage1
     args = [f"--model.init_args.student_init={first}", *(extra or [])]
     if task_config is not None:
-        args += [f"--data.init_args.task_config={Path(task_config).resolve()}",
-                 f"--data.init_args.task_overrides={json.dumps(list(task_overrides or []))}"]
+        args += task_data_arguments(task_config, list(task_overrides or []))
     ckpt, info = converted_checkpoint(backbone_cfg, plan, source, align_config, steps, args)
     fmt = lambda v: "–" if v is None else f"{v:.3f}"  # noqa: E731
     text = (f"blocks {fmt(first_info['error_before'])} -> {fmt(first_info['error_after'])} -> "

@@ -1,6 +1,6 @@
 """Recipe names of the comparison: an attention plan, optional local mixing, optional conversion.
 
-    msa | hydra | hybrid4 | vitdet_hydra | linear12 ...      the plan (AttentionPlan.from_name)
+    msa | hydra | hybrid4 | vitdet_hydra | linear12 ...      the plan (attention.plan_grammar)
     hydra+dwc3 | hybrid8+dwc5 ...                            + local mixing in the Hydra blocks
     hydra+dwc3@converted                                     the backbone converted from the MSA
                                                              weights first (hydra_dense.convert)
@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, Optional
 
-from ..attention import AttentionPlan
+from ..attention import AttentionPlan, plan_from_name, plan_names
 
 __all__ = ["Recipe", "parse_recipes", "recipe_names", "CONVERTED", "ALIGNED", "DISTILLED", "FROM_MSA", "CONTINUED"]
 
@@ -69,7 +69,7 @@ class Recipe:
     def plan(self, depth: int) -> AttentionPlan:
         if self.plan_name is None:
             raise ValueError(f"recipe {self.name!r} is a backbone file, not a plan")
-        return AttentionPlan.from_name(self.plan_name, depth)
+        return plan_from_name(self.plan_name, depth)
 
     def plan_fields(self, depth: int) -> dict:
         """The plan's fields that differ from an empty plan (``default`` always): what a conversion is
@@ -94,7 +94,7 @@ def parse_recipes(plans: Optional[str], backbones: Optional[str] = None, depth: 
         for suffix, kind in _SUFFIXES.items():
             if name.endswith(suffix):
                 base, start = name[: -len(suffix)], kind
-        plan = AttentionPlan.from_name(base, depth)  # raises naming the bad plan
+        plan = plan_from_name(base, depth)  # raises naming the bad plan
         if start in ("converted", "aligned", "distilled", "from_msa") and not any(k != "msa" for k in plan.resolve(depth)):
             raise ValueError(f"--plans: {name!r}: conversion needs a plan with non-MSA blocks")
         if start == "continued" and base != "msa":
@@ -112,7 +112,7 @@ def parse_recipes(plans: Optional[str], backbones: Optional[str] = None, depth: 
 
 def recipe_names(depth: int = 12) -> list[str]:
     """Every accepted name (``<L>`` / ``<H>`` stand for any number), for ``--list-plans``."""
-    names = AttentionPlan.names(depth)
+    names = plan_names(depth)
     convertible = [n for n in names if n not in ("msa", "none", "vitdet_msa")]
     return (names + [n + CONVERTED for n in convertible] + [n + ALIGNED for n in convertible]
             + [n + DISTILLED for n in convertible]

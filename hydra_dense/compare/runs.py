@@ -1,40 +1,28 @@
 """One comparison run (a recipe with one seed) in its own worker process, reused when finished."""
 from __future__ import annotations
 
-import hashlib
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 from typing import Optional
 
 from ..runtime.atomic_file import atomic_write_text
 from ..runtime.refusal import StepFailed
+from ..runtime.shipped import job_command, job_environment
 from .progress import JobProgress
+from .request import RunRequest
 
-__all__ = ["run_key", "run_or_reuse", "RunClash"]
-
-
-def run_key(req: dict, config: Path) -> str:
-    """Identity of a run: a finished run with the same key is reused instead of trained again."""
-    # what a run is evaluated on afterwards (eval_sizes) does not make it another run
-    ident = {k: v for k, v in req.items() if k != "eval_sizes"}
-    text = json.dumps(dict(ident, config=config.read_text(), out=None, key=None, save_weights=None), sort_keys=True)
-    return hashlib.sha1(text.encode()).hexdigest()[:16]
+__all__ = ["run_or_reuse", "RunClash"]
 
 
-def _train_in_subprocess(req: dict, run_dir: Path) -> dict:
-    from .run_setup import repo_root
-
+def _train_in_subprocess(req: RunRequest, run_dir: Path) -> dict:
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / "result.json").unlink(missing_ok=True)
-    atomic_write_text(run_dir / "request.json", json.dumps(req, indent=1))
-    proc = subprocess.run([sys.executable, "-m", "hydra_dense.compare.worker", str(run_dir / "request.json")],
-                          cwd=repo_root(), env=dict(os.environ, PYTHONPATH=str(repo_root())))
+    atomic_write_text(run_dir / "request.json", json.dumps(req.as_json(), indent=1))
+    proc = subprocess.run(job_command("compare.worker", str(run_dir / "request.json")), env=job_environment())
     if proc.returncode != 0 or not (run_dir / "result.json").is_file():
-        raise StepFailed(f"run {req['recipe']} seed {req['seed']} failed (exit {proc.returncode}; its message is "
-                        f"above); its request is {run_dir / 'request.json'}")
+        raise StepFailed(f"run {req.recipe} seed {req.seed} failed (exit {proc.returncode}; its message is above); "
+                         f"its request is {run_dir / 'request.json'}")
     return json.loads((run_dir / "result.json").read_text())
 
 
@@ -63,41 +51,40 @@ def _read_finished(done: Path) -> Optional[dict]:
         return None
 
 
-def run_or_reuse(req: dict, run_dir: Path, config: Path, rerun: bool, progress: JobProgress) -> dict:
+def run_or_reuse(req: RunRequest, run_dir: Path, rerun: bool, progress: JobProgress) -> dict:
     """The finished run at ``run_dir`` when it was made by exactly this request, else a new one. A
     finished run of another request there is refused (:class:`RunClash`) unless ``rerun``."""
-    req["key"] = run_key(req, config)
+    req.key = req.identity()
     done = run_dir / "result.json"
-    progress.start(req["recipe"], req["seed"])
+    progress.start(req.recipe, req.seed)
     result = None if rerun else _read_finished(done)
-    if result is not None and result.get("key") != req["key"]:
+    if result is not None and result.get("key") != req.key:
         old = run_dir / "request.json"
         before = json.loads(old.read_text()) if old.is_file() else {}
-        raise RunClash(f"{run_dir} holds a finished run of another request ({_request_difference(before, req)}); "
-                       f"use another --out, or --rerun to replace it")
-    if result is not None:
-        if not req["save_weights"] or Path(result.get("weights", "")).is_file():
-            print(f"[compare] {req['recipe']} seed {req['seed']}: reusing {done}", flush=True)
-            result = _add_eval_sizes(req, run_dir, result)
-            progress.finish(req["recipe"], req["seed"], result, reused=True)
-            return result
+        raise RunClash(f"{run_dir} holds a finished run of another request "
+                       f"({_request_difference(before, req.as_json())}); use another --out, or --rerun to replace it")
+    if result is not None and (not req.save_weights or Path(result.get("weights", "")).is_file()):
+        print(f"[compare] {req.recipe} seed {req.seed}: reusing {done}", flush=True)
+        result = _add_eval_sizes(req, run_dir, result)
+        progress.finish(req.recipe, req.seed, result, reused=True)
+        return result
     result = _train_in_subprocess(req, run_dir)
-    progress.finish(req["recipe"], req["seed"], result, reused=False)
+    progress.finish(req.recipe, req.seed, result, reused=False)
     return result
 
 
-def _add_eval_sizes(req: dict, run_dir: Path, result: dict) -> dict:
+def _add_eval_sizes(req: RunRequest, run_dir: Path, result: dict) -> dict:
     """A reused run lacking some ``--eval-sizes`` scores gets them from its saved weights (a fresh process)."""
-    from .run_setup import repo_root
-
-    lacking = [s for s in req.get("eval_sizes") or [] if str(s) not in result.get("scores_at", {})]
+    lacking = [s for s in req.eval_sizes if str(s) not in result.get("scores_at", {})]
     if not lacking:
         return result
     if not Path(result.get("weights", "")).is_file():
-        print(f"[compare] {req['recipe']} seed {req['seed']}: no saved weights to evaluate at {lacking}; "
+        print(f"[compare] {req.recipe} seed {req.seed}: no saved weights to evaluate at {lacking}; "
               "--rerun trains it again", flush=True)
         return result
-    atomic_write_text(run_dir / "request.json", json.dumps(req, indent=1))
-    subprocess.run([sys.executable, "-m", "hydra_dense.compare.worker", "--evaluate", str(run_dir / "request.json")],
-                   cwd=repo_root(), env=dict(os.environ, PYTHONPATH=str(repo_root())), check=True)
+    atomic_write_text(run_dir / "request.json", json.dumps(req.as_json(), indent=1))
+    proc = subprocess.run(job_command("compare.worker", "--evaluate", str(run_dir / "request.json")),
+                          env=job_environment())
+    if proc.returncode != 0:
+        raise StepFailed(f"evaluating {run_dir} at {lacking} failed (exit {proc.returncode}; its message is above)")
     return json.loads((run_dir / "result.json").read_text())

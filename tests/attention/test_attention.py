@@ -6,6 +6,7 @@ import torch
 import torch.nn.functional as F
 
 from hydra_dense.attention import (
+    BlockAttention,
     AttentionPlan,
     HydraAttention,
     MSAttention,
@@ -174,7 +175,7 @@ def test_msa_module_matches_manual_softmax_and_masks():
 def test_all_modules_share_parameters_and_swap():
     kinds = ["msa", "hydra", "none", "linear", "window"]
     plan = AttentionPlan(window_size=2)
-    mods = [build_attention(k, 24, 4, **plan.block_arguments(k)) for k in kinds]
+    mods = [build_attention(k, 24, 4, **BlockAttention.of(plan, k).arguments()) for k in kinds]
     assert [m.plan_arguments for m in mods][3:] == [
         {"local": None, "token_mean": False, "global_gain": False, "linear_heads": None, "feature_map": "cosine", "grid_dims": 2,
          "local_shifted": False}, {"window_size": 2, "rel_pos": False}]

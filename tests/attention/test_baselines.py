@@ -5,7 +5,7 @@ import warnings
 import pytest
 import torch
 
-from hydra_dense.attention import AttentionPlan, TokenLayout, build_attention
+from hydra_dense.attention import TokenLayout, build_attention, plan_from_name, plan_names
 from hydra_dense.attention.ops import aft_simple, aft_simple_eager, poly_nl, poly_nl_eager
 from hydra_dense.backbones import ViT
 
@@ -145,19 +145,19 @@ def test_vit_padding_invariance(plan):
 
 
 def test_plan_names_hybrids_and_local_mixing():
-    plan = AttentionPlan.from_name("aft_last2+dwc3", 4)
+    plan = plan_from_name("aft_last2+dwc3", 4)
     assert plan.resolve(4) == ["msa", "msa", "aft", "aft"]
     assert plan.describe(4) == "msa@[0, 1], aft+dwc3@[2, 3]"
     m = ViT(None, embed_dim=16, depth=4, num_heads=2, patch_size=8, img_size=32, plan=plan)
     assert [type(b.attn).__name__ for b in m.blocks] == ["MSAttention"] * 2 + ["AFTSimpleAttention"] * 2
     assert m.blocks[3].attn.local is not None and not hasattr(m.blocks[1].attn, "local")
-    m.set_plan(AttentionPlan.from_name("polynl", 4))
+    m.set_plan(plan_from_name("polynl", 4))
     assert {type(b.attn).__name__ for b in m.blocks} == {"PolyNLAttention"}
-    names = AttentionPlan.names(12)
+    names = plan_names(12)
     assert {"aft", "polynl", "aft+dwc7", "polynl_last<L>+dwc3"} <= set(names)
     assert "aft+dwc3_kv" not in names
     with pytest.raises(ValueError, match="aft.*branch on v or x"):
         ViT(None, embed_dim=16, depth=2, num_heads=2, patch_size=8, img_size=32, plan={"default": "aft",
                                                                                           "local": "dwc3_kv"})
     with pytest.raises(ValueError, match="last 5 blocks of a model of depth 4"):
-        AttentionPlan.from_name("polynl_last5", 4)
+        plan_from_name("polynl_last5", 4)

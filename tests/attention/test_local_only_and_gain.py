@@ -7,7 +7,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from hydra_dense.attention import AttentionPlan, TokenLayout, build_attention
+from hydra_dense.attention import TokenLayout, build_attention, plan_from_name
 from hydra_dense.attention.modules import GAIN_RATE
 from hydra_dense.backbones import ViT
 from hydra_dense.backbones.checkpoint import load_pretrained
@@ -36,7 +36,7 @@ def test_local_only_without_a_branch_is_refused():
     with pytest.raises(ValueError, match="local branch alone: give it one"):
         build_attention("local", 16, 2)
     with pytest.raises(ValueError, match="name it, e.g. local\\+dwc7"):
-        AttentionPlan.from_name("local", 12)
+        plan_from_name("local", 12)
 
 
 @pytest.mark.parametrize("token_mean", [False, True])
@@ -61,9 +61,9 @@ def test_the_gain_scales_the_global_term_alone(token_mean):
 def test_a_checkpoint_without_the_gain_loads_and_starts_at_the_plain_scale():
     torch.manual_seed(0)
     plain = ViT(None, embed_dim=16, depth=2, num_heads=2, patch_size=4, img_size=16,
-                plan=AttentionPlan.from_name("hydra+mean+dwc3", 2))
+                plan=plan_from_name("hydra+mean+dwc3", 2))
     gained = ViT(None, embed_dim=16, depth=2, num_heads=2, patch_size=4, img_size=16,
-                 plan=AttentionPlan.from_name("hydra+mean+gain+dwc3", 2))
+                 plan=plan_from_name("hydra+mean+gain+dwc3", 2))
     load_pretrained(gained, plain.state_dict(), strict=True, verbose=False)  # the gain is new, not missing
     x = torch.randn(1, 3, 16, 16)
     torch.testing.assert_close(gained(x)[-1], plain(x)[-1])
@@ -78,12 +78,12 @@ def test_a_checkpoint_without_the_gain_loads_and_starts_at_the_plain_scale():
     ("vitdet8_hydra", ["hydra", "hydra", "hydra", "hydra"]),  # depth 4: every block is a global one
 ])
 def test_recipe_names_of_the_controls_and_levers(name, labels):
-    assert AttentionPlan.from_name(name, 4).block_labels(4) == labels
+    assert plan_from_name(name, 4).block_labels(4) == labels
 
 
 def test_vitdet_with_a_window_size_in_its_name():
-    plan = AttentionPlan.from_name("vitdet8_msa", 12)
+    plan = plan_from_name("vitdet8_msa", 12)
     assert plan.window_size == 8 and plan.global_blocks == [2, 5, 8, 11]
-    assert AttentionPlan.from_name("vitdet_msa", 12).window_size == 14
+    assert plan_from_name("vitdet_msa", 12).window_size == 14
     with pytest.raises(ValueError, match="'\\+gain' would change"):
-        AttentionPlan.from_name("msa+gain", 12)
+        plan_from_name("msa+gain", 12)

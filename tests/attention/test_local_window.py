@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 
-from hydra_dense.attention import AttentionPlan, TokenLayout, build_attention, hydra_attention
+from hydra_dense.attention import AttentionPlan, TokenLayout, build_attention, hydra_attention, plan_from_name, plan_names
 from hydra_dense.backbones import ViT, VideoViT, load_pretrained
 from hydra_dense.attention.local_window import WindowSoftmaxBranch
 
@@ -147,9 +147,9 @@ def test_gradients_reach_the_gate_from_zero_and_then_qkv_through_the_branch():
 
 
 def test_plan_names_yaml_checkpoint_and_video():
-    plan = AttentionPlan.from_name("hybrid4+win4+dwc7", 12)
+    plan = plan_from_name("hybrid4+win4+dwc7", 12)
     assert plan.local == "win4+dwc7" and plan.describe(12) == "msa x8, hydra+win4+dwc7@[8, 9, 10, 11]"
-    assert "hydra+win4" in AttentionPlan.names(12)
+    assert "hydra+win4" in plan_names(12)
     shifted = ViT(None, embed_dim=16, depth=3, num_heads=2, patch_size=8, img_size=16,
                   plan={"default": "hydra", "local": "win4_shift"})
     assert [blk.attn.local_window.shift for blk in shifted.blocks] == [0, 2, 0]

@@ -4,7 +4,7 @@ that path, not against the muting code itself."""
 import pytest
 import torch
 
-from hydra_dense.attention import AttentionPlan, TokenLayout
+from hydra_dense.attention import TokenLayout, plan_from_name
 from hydra_dense.attention.modules import HydraAttention
 from hydra_dense.attention.muting import global_term_blocks, muted
 from hydra_dense.backbones import ViT
@@ -41,14 +41,14 @@ def test_muting_the_global_term_or_the_local_branch_removes_exactly_that_path():
     ("vitdet2_msa", [1, 3, 5, 7]), ("vitdet2_hydra", [1, 3, 5, 7]), ("hybrid2+dwc3", [6, 7]),
 ])
 def test_the_blocks_whose_global_term_the_comparison_zeroes(plan, blocks):
-    vit = ViT(None, embed_dim=16, depth=8, num_heads=2, patch_size=4, img_size=16, plan=AttentionPlan.from_name(plan, 8))
+    vit = ViT(None, embed_dim=16, depth=8, num_heads=2, patch_size=4, img_size=16, plan=plan_from_name(plan, 8))
     assert global_term_blocks(vit) == blocks
 
 
 def test_a_vitdet_global_softmax_block_muted_gives_its_projection_of_zero_and_comes_back():
     torch.manual_seed(0)
     vit = ViT(None, embed_dim=16, depth=8, num_heads=2, patch_size=4, img_size=32,
-              plan=AttentionPlan.from_name("vitdet2_msa", 8))  # global blocks 1, 3, 5, 7
+              plan=plan_from_name("vitdet2_msa", 8))  # global blocks 1, 3, 5, 7
     x = torch.randn(1, 3, 32, 32)
     before = vit(x)[-1]
     attn = vit.blocks[1].attn

@@ -3,7 +3,7 @@ the per-channel softmax it expands to first order."""
 import pytest
 import torch
 
-from hydra_dense.attention import AttentionPlan
+from hydra_dense.attention import BlockAttention, plan_from_name
 from hydra_dense.attention.modules import NormAwareHydraAttention, TokenLayout, build_attention
 from hydra_dense.attention.ops import norm_aware_hydra
 
@@ -47,8 +47,8 @@ def test_norm_aware_hydra_is_first_order_per_channel_softmax():
 def test_the_module_keeps_the_query_norm_and_loads_an_msa_state_dict():
     torch.manual_seed(0)
     msa = build_attention("msa", 32, num_heads=4)
-    plan = AttentionPlan.from_name("hydra_norm+dwc3", depth=1)
-    attn = build_attention("hydra_norm", 32, num_heads=4, **plan.block_arguments("hydra_norm"))
+    plan = plan_from_name("hydra_norm+dwc3", depth=1)
+    attn = build_attention("hydra_norm", 32, num_heads=4, **BlockAttention.of(plan, "hydra_norm").arguments())
     assert isinstance(attn, NormAwareHydraAttention)
     missing, unexpected = attn.load_state_dict(msa.state_dict(), strict=False)
     assert not unexpected and all(name.startswith("local.") for name in missing)

@@ -3,7 +3,7 @@ written token by token, invariance of the output scale to the token count, paddi
 import pytest
 import torch
 
-from hydra_dense.attention import AttentionPlan, TokenLayout, build_attention
+from hydra_dense.attention import TokenLayout, build_attention, plan_from_name, plan_names
 from hydra_dense.backbones import ViT
 
 from tests.helpers.mixing import assert_padding_invariant
@@ -61,11 +61,11 @@ def test_padding_invariance_and_the_plan():
     assert_padding_invariant(m)
     assert [b.attn.token_mean for b in m.blocks] == [True, True]
     assert m.plan.describe(2) == "hydra+mean+dwc3 x2"
-    plan = AttentionPlan.from_name("hybrid2+mean+win4", 4)
+    plan = plan_from_name("hybrid2+mean+win4", 4)
     assert plan.token_mean and plan.local == "win4" and plan.block_labels(4)[2:] == ["hydra+mean+win4"] * 2
-    assert {"hydra+mean", "hydra+mean+dwc7", "hybrid4+mean+win4"} <= set(AttentionPlan.names(12))
+    assert {"hydra+mean", "hydra+mean+dwc7", "hybrid4+mean+win4"} <= set(plan_names(12))
     with pytest.raises(ValueError, match="no Hydra / linear block whose global term .\+mean. would change"):
-        AttentionPlan.from_name("aft+mean", 4)
+        plan_from_name("aft+mean", 4)
     # switching the plan's token_mean swaps the modules, keeping the weights
     qkv = m.blocks[0].attn.qkv.weight.clone()
     m.set_plan({"default": "hydra", "local": "dwc3"})

@@ -9,7 +9,7 @@ import torch
 from hydra_dense.backbones import ViT
 from hydra_dense.bench import count_flops
 from hydra_dense.bench.backbone import attention_flop_shares
-from hydra_dense.attention import AttentionPlan
+from hydra_dense.attention import plan_from_name, plan_names
 from hydra_dense.bench.input_sizes import InputSize, parse_devices, parse_size
 from tests.helpers.tiny_runs import ROOT
 from tests.helpers.images import assert_drawn
@@ -76,8 +76,8 @@ def test_spec_parsing_errors():
     with pytest.raises(ValueError, match="bad size '12a'"):
         parse_size("12a")
     with pytest.raises(ValueError, match="unknown plan 'flash'"):
-        AttentionPlan.from_name("flash", 12)
-    assert AttentionPlan.from_name("vitdet_hydra", 12).global_blocks == [2, 5, 8, 11]
+        plan_from_name("flash", 12)
+    assert plan_from_name("vitdet_hydra", 12).global_blocks == [2, 5, 8, 11]
     if not torch.cuda.is_available():
         with pytest.raises(ValueError, match="device 'cuda' is not present"):
             parse_devices("cuda")
@@ -115,13 +115,13 @@ def test_decode_level_compares_whole_file_and_seeking_decoding(tmp_path):
 def test_plan_names_live_on_the_plan():
     from hydra_dense.attention import LOCAL_NAMES
 
-    plan = AttentionPlan.from_name("hybrid4+dwc5", 12)
+    plan = plan_from_name("hybrid4+dwc5", 12)
     assert plan.resolve(12) == ["msa"] * 8 + ["hydra"] * 4 and plan.local == "dwc5"
-    assert AttentionPlan.from_name("hydra_at0.11", 12).resolve(12)[::11] == ["hydra", "hydra"]
-    names = AttentionPlan.names(12)
+    assert plan_from_name("hydra_at0.11", 12).resolve(12)[::11] == ["hydra", "hydra"]
+    names = plan_names(12)
     assert {"msa", "hybrid2", "vitdet_hydra"} <= set(names) and f"hydra+{LOCAL_NAMES[0]}" in names
     with pytest.raises(ValueError, match="has no Hydra / linear block"):
-        AttentionPlan.from_name("msa+dwc3", 12)
+        plan_from_name("msa+dwc3", 12)
 
 
 def test_onnxruntime_backend_times_both_runtimes_and_checks_parity(tmp_path, capsys):

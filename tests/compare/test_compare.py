@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from hydra_dense.compare import main as compare_main
+from hydra_dense.jobs.compare import main as compare_main
 from tests.helpers.compare_runs import TRAINER, compare_seg_config, run_compare
 from tests.helpers.images import assert_drawn, make_ade
 
@@ -135,13 +135,13 @@ def test_seeds_are_honoured_and_reported_as_mean_and_std(tmp_path):
 def test_eval_sizes_score_every_run_on_more_tokens_and_fill_in_reused_runs(tmp_path):
     """--eval-sizes validates each run again with resized validation images; at the images' own size
     (32) that is the native score, and a later comparison adds a new size from the saved weights."""
-    from hydra_dense.compare.runs import run_key as _run_key
+    from hydra_dense.compare.request import RunRequest
 
     config = compare_seg_config(tmp_path)
     cfg = tmp_path / "key.yaml"
     cfg.write_text("x: 1")
-    req = dict(recipe="hydra", seed=0, save_weights=False)  # a run requested before eval sizes existed
-    assert _run_key(dict(req, eval_sizes=[224], save_weights=True), cfg) == _run_key(req, cfg)
+    req = RunRequest("hydra", 0, str(cfg))  # a run requested before eval sizes existed
+    assert RunRequest("hydra", 0, str(cfg), eval_sizes=[224], save_weights=True).identity() == req.identity()
     run_compare(tmp_path, config, "out", "--plans", "hydra", "--seeds", "0,1", "--eval-sizes", "32")
     results = [json.loads((tmp_path / "out" / "hydra" / f"seed{s}" / "result.json").read_text()) for s in (0, 1)]
     assert all(abs(r["scores_at"]["32"] - r["score"]) < 1e-6 for r in results)
@@ -192,7 +192,7 @@ def test_pareto_front_and_mean_std_aggregation():
 
 
 def test_default_plans_show_the_converted_recipe_only_where_weights_can_be_converted():
-    from hydra_dense.compare import DEFAULT_PLANS, DEMO_PLANS, VIDEO_DEMO_PLANS, parse_args
+    from hydra_dense.jobs.compare import DEFAULT_PLANS, DEMO_PLANS, VIDEO_DEMO_PLANS, parse_args
 
     assert "@converted" in DEMO_PLANS and "@converted" not in DEFAULT_PLANS
     assert parse_args([])[0].plans == DEMO_PLANS
@@ -206,7 +206,7 @@ def test_default_plans_show_the_converted_recipe_only_where_weights_can_be_conve
     assert parse_args(["--config", "configs/detection/demo_digits.yaml", "--pretrained", "none"])[0].plans \
         == DEFAULT_PLANS
     # ... converted on crops with the detection demo's token count; other configs keep the default
-    from hydra_dense.compare import DETECTION_CONVERT_CONFIG
+    from hydra_dense.jobs.compare import DETECTION_CONVERT_CONFIG
 
     assert parse_args(["--config", "configs/detection/demo_digits.yaml"])[0].convert_config == DETECTION_CONVERT_CONFIG
     assert parse_args(["--config", "configs/detection/demo_digits.yaml", "--convert-config", "x.yaml"])[0] \

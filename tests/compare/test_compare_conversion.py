@@ -6,7 +6,7 @@ import json
 import pytest
 import yaml
 
-from hydra_dense.compare import main as compare_main
+from hydra_dense.jobs.compare import main as compare_main
 from tests.helpers.compare_runs import TRAINER, compare_seg_config
 
 

@@ -20,7 +20,7 @@ def test_the_job_says_how_far_it_is_and_none_of_the_known_noise(tmp_path, capfd)
 
 
 def test_a_bad_seed_list_names_the_option(capsys):
-    from hydra_dense.compare import parse_args
+    from hydra_dense.jobs.compare import parse_args
 
     with pytest.raises(SystemExit):
         parse_args(["--seeds", "0,x"])

@@ -5,7 +5,7 @@ import json
 import pytest
 import yaml
 
-from hydra_dense.compare import main as compare_main
+from hydra_dense.jobs.compare import main as compare_main
 from tests.helpers.compare_runs import compare_seg_config
 
 

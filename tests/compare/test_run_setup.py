@@ -2,7 +2,8 @@
 the embedded data sets to prepare."""
 from pathlib import Path
 
-from hydra_dense.compare.run_setup import data_paths, uses_pretrained
+from hydra_dense.compare.run_setup import uses_pretrained
+from hydra_dense.data.embedded import data_paths
 from tests.helpers.tiny_runs import ROOT
 
 

@@ -7,8 +7,8 @@ import pytest
 import torch
 import yaml
 
-from hydra_dense.convert.__main__ import main as convert_main
-from hydra_dense.convert.from_run import find_run
+from hydra_dense.jobs.convert import main as convert_main
+from hydra_dense.jobs.from_run import find_run
 from tests.helpers.tiny_runs import last_val_metrics, ok, train, write_config
 
 CONVERSION = {
@@ -60,6 +60,12 @@ def test_a_finished_msa_run_is_converted_fine_tuned_and_reported(task, tmp_path,
     saved = torch.load(msa_weights, map_location="cpu", weights_only=True)
     assert saved.keys() == run_state.keys() and all(torch.equal(saved[k], run_state[k]) for k in saved)
     assert (out / "report.html").is_file()
+    # the control: the run itself fine-tuned again for the same steps, without conversion
+    control = rows["msa@continued"]
+    assert control["attention"] == "msa x2" and control["steps"] == "2"
+    assert json.loads((out / "msa@continued" / "seed0" / "request.json").read_text())["converted"] == str(msa_weights)
+    header = (out / "table.md").read_text().splitlines()[0]
+    assert "pretrained: none" not in header and f"the run itself: {found.weights}" in header
 
 
 def test_a_finished_video_run_is_converted_on_its_own_clips(tmp_path, monkeypatch):
@@ -103,12 +109,12 @@ def test_from_run_names_what_is_missing_or_already_hydra(tmp_path):
 
 
 def test_from_run_refuses_a_run_that_is_not_softmax(tmp_path, monkeypatch):
-    from hydra_dense.convert.from_run import FinishedRun, convert_run
+    from hydra_dense.jobs.from_run import FinishedRun, FromRunOptions, convert_run
 
     config = write_config("segmentation", tmp_path)  # the tiny config's backbone runs Hydra
     run = FinishedRun(config, [], tmp_path / "unused.ckpt", 0, 0)
     with pytest.raises(ValueError, match="already runs hydra x2"):
-        convert_run(run, tmp_path / "out", "hydra", None, None, None, 0, None, "0")
+        convert_run(run, FromRunOptions(tmp_path / "out", "hydra", speed_size="0"))
     assert not (tmp_path / "out").exists()  # a refused run leaves nothing behind
 
 

@@ -8,33 +8,23 @@ steps. One conversion per seed, so the spread over seeds includes the msa runs' 
 """
 from __future__ import annotations
 
-import json
 import statistics
 from pathlib import Path
 from typing import Optional
 
+import yaml
+
 from ..backbones.sizes import configured_depth
-from .conversion import VIDEO_CONVERT_CONFIG, converted_checkpoint, task_backbone_config
+from ..compare.conversion import convert_config_for, converted_checkpoint, task_backbone_config, task_data_arguments
+from ..compare.recipes import Recipe
+from ..compare.request import RunStart
+from ..runtime.shipped import shipped_file
 
-__all__ = ["msa_run_starts", "TASK_CONVERT_CONFIG", "task_convert_config"]
-
-TASK_CONVERT_CONFIG = "configs/convert/dinov2_s14_task_images.yaml"
-
-Start = tuple[str, str]  # (backbone checkpoint, task weights whose head the run loads)
-
-
-def task_convert_config(backbone_cfg: dict) -> str:
-    """The conversion config for converting a task's own run: the demo clips for a VideoViT (its
-    config reads the video demo's training clips), the task's training images for an image ViT."""
-    return VIDEO_CONVERT_CONFIG if backbone_cfg["class_path"].endswith("VideoViT") else TASK_CONVERT_CONFIG
+__all__ = ["msa_run_starts"]
 
 
 def _reads_task_images(convert_config: str) -> bool:
     """Whether a conversion config's data are a task config's training images (``task_config:``)."""
-    import yaml
-
-    from .run_setup import shipped_file
-
     path = shipped_file(convert_config, "--from-msa-convert-config")
     data = (yaml.safe_load(path.read_text()) or {}).get("data") or {}
     return "task_config" in (data.get("init_args") or {})
@@ -52,9 +42,9 @@ def _summary(infos: list[dict]) -> dict:
                 per_seed=infos)
 
 
-def msa_run_starts(recipes, msa_runs: list[dict], config: Path, overrides: list[str],
+def msa_run_starts(recipes: list[Recipe], msa_runs: list[dict], config: Path, overrides: list[str],
                    convert_config: Optional[str], steps: Optional[int],
-                   extra: list[str]) -> tuple[dict[str, list[Start]], dict[str, tuple[Path, dict]]]:
+                   extra: list[str]) -> tuple[dict[str, list[RunStart]], dict[str, tuple[Path, dict]]]:
     """For every ``@from_msa`` / ``@continued`` recipe: per seed, where its backbone and head start;
     and for ``@from_msa`` the conversion info (``converted_checkpoint``'s, averaged over seeds).
 
@@ -65,19 +55,18 @@ def msa_run_starts(recipes, msa_runs: list[dict], config: Path, overrides: list[
         raise FileNotFoundError(f"@from_msa / @continued: the msa runs of seeds {missing} saved no weights")
     backbone = task_backbone_config(config, overrides)
     depth = configured_depth(backbone["init_args"])
-    conv_cfg = convert_config or task_convert_config(backbone)
+    conv_cfg = convert_config or convert_config_for(backbone, images="task")
     if _reads_task_images(conv_cfg):  # its images: the comparison's own task, as that run saw it
-        extra = [*extra, f"--data.init_args.task_config={Path(config).resolve()}",
-                 f"--data.init_args.task_overrides={json.dumps(list(overrides))}"]
-    starts: dict[str, list[Start]] = {}
+        extra = [*extra, *task_data_arguments(config, overrides)]
+    starts: dict[str, list[RunStart]] = {}
     conversions: dict[str, tuple[Path, dict]] = {}
     for recipe in recipes:
         if recipe.start == "continued":
-            starts[recipe.name] = [(r["weights"], r["weights"]) for r in msa_runs]
+            starts[recipe.name] = [RunStart(r["weights"], r["weights"]) for r in msa_runs]
         elif recipe.start == "from_msa":
             plan = recipe.plan_fields(depth)
             done = [converted_checkpoint(backbone, plan, r["weights"], conv_cfg, steps, extra) for r in msa_runs]
-            starts[recipe.name] = [(str(ckpt), r["weights"]) for (ckpt, _), r in zip(done, msa_runs)]
+            starts[recipe.name] = [RunStart(str(ckpt), r["weights"]) for (ckpt, _), r in zip(done, msa_runs)]
             conversions[recipe.name] = (done[0][0], _summary([info for _, info in done]))
     return starts, conversions
 

@@ -17,8 +17,13 @@ from typing import Optional, Sequence
 import torch
 
 from ..attention.muting import PathName, linear_blocks, muted
+from ..runtime.atomic_file import atomic_write_text
+from ..runtime.refusal import plain_refusals
+from .request import RunRequest
+from .run_setup import build_run
+from .worker import request_overrides
 
-__all__ = ["muted", "path_table", "main"]
+__all__ = ["path_table", "main", "entry"]
 
 @torch.no_grad()
 def _features(model, loader, limit: Optional[int]) -> list[torch.Tensor]:
@@ -71,9 +76,6 @@ def path_table(model, dm, trainer, metric: str, per_block: bool, feature_batches
 
 
 def main(argv: Optional[list[str]] = None) -> int:
-    from ..compare.run_setup import build_run
-    from ..compare.worker import request_overrides
-
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--run", required=True, help="a comparison run folder (request.json, result.json, final_weights.pt)")
     p.add_argument("--per-block", action="store_true", help="also each block alone (2 validations per block)")
@@ -83,19 +85,24 @@ def main(argv: Optional[list[str]] = None) -> int:
     for name in ("request.json", "result.json"):
         if not (run / name).is_file():
             p.error(f"--run: {run / name} does not exist (a finished tools/compare.py run folder)")
-    req, result = json.loads((run / "request.json").read_text()), json.loads((run / "result.json").read_text())
+    req, result = RunRequest.read(run / "request.json"), json.loads((run / "result.json").read_text())
     if not Path(result.get("weights") or "").is_file():
         p.error(f"--run: {run} saved no weights (final_weights.pt)")
     overrides = [o for o in request_overrides(req) if "pretrained=" not in o] + ["--trainer.enable_progress_bar=false"]
-    _, model, dm, trainer = build_run(Path(req["config"]), overrides, run / "paths", req.get("plan_name"))
+    _, model, dm, trainer = build_run(Path(req.config), overrides, run / "paths", req.plan_name)
     model.load_state_dict(torch.load(result["weights"], map_location="cpu", weights_only=True))
     rows = path_table(model, dm, trainer, result["metric"], args.per_block)
-    lines = [f"What each path carries: {req['recipe']} seed {req['seed']} ({result['metric']}, validation split; "
+    lines = [f"What each path carries: {req.recipe} seed {req.seed} ({result['metric']}, validation split; "
              f"feature change = ||muted - intact|| / ||intact|| at the head's inputs)", "",
              "| case | score | feature change |", "|---|---|---|"]
     lines += [f"| {r['case']} | {r['score']:.1f} | {r['feature_change']:.3f} |" for r in rows]
     text = "\n".join(lines) + "\n"
     out = Path(args.out) if args.out else run / "paths.md"
-    out.write_text(text)
+    atomic_write_text(out, text)
     print(text + f"written: {out}")
     return 0
+
+
+def entry(argv: Optional[list[str]] = None) -> int:
+    """``tools/hydra_paths.py``: :func:`main`, refusing plainly (:mod:`hydra_dense.runtime.refusal`)."""
+    return plain_refusals(main)(argv)

@@ -1,0 +1,80 @@
+"""What one comparison run is asked to do: a recipe with one seed, as an object built in one place,
+written as ``request.json`` beside the run and read back by its worker process."""
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import NamedTuple, Optional
+
+__all__ = ["RunRequest", "RunStart"]
+
+
+class RunStart(NamedTuple):
+    """Where one run's weights start besides the task config: a backbone checkpoint to load (a
+    conversion) and task weights whose head it takes (a trained model's)."""
+
+    backbone: Optional[str]
+    head: Optional[str]
+
+
+@dataclass
+class RunRequest:
+    """One run: ``recipe`` (its name) with ``seed``, the task ``config`` and its CLI ``overrides``,
+    the backbone's plan (``plan_name``) or file (``backbone_yaml``), and where its weights start:
+    ``pretrained`` (MSA image weights), ``converted`` (a converted backbone checkpoint) and
+    ``head_from`` (task weights whose head it loads). ``max_steps`` 0 keeps the config's.
+    ``eval_sizes``: other validation sizes to score it at; ``save_weights``: keep its final weights.
+    """
+
+    recipe: str
+    seed: int
+    config: str
+    overrides: list[str] = field(default_factory=list)
+    plan_name: Optional[str] = None
+    backbone_yaml: Optional[str] = None
+    pretrained: Optional[str] = None
+    converted: Optional[str] = None
+    head_from: Optional[str] = None
+    max_steps: Optional[int] = 0
+    eval_sizes: list[int] = field(default_factory=list)
+    save_weights: bool = False
+    key: Optional[str] = None
+
+    def as_json(self) -> dict:
+        """The ``request.json`` mapping (``head_from`` only when set, as runs have always written it)."""
+        out = asdict(self)
+        if out["head_from"] is None:
+            out.pop("head_from")
+        return out
+
+    @classmethod
+    def from_json(cls, data: dict) -> "RunRequest":
+        known = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
+        return cls(**known)
+
+    @classmethod
+    def read(cls, path: Path) -> "RunRequest":
+        return cls.from_json(json.loads(Path(path).read_text()))
+
+    def identity(self) -> str:
+        """The run's key: what it was trained with, the config file's text included. What it is
+        evaluated on afterwards (``eval_sizes``) and whether its weights are kept do not make it
+        another run; a finished run of the same key is reused."""
+        ident = {k: v for k, v in self.as_json().items() if k != "eval_sizes"}
+        text = json.dumps(dict(ident, config=Path(self.config).read_text(), out=None, key=None, save_weights=None),
+                          sort_keys=True)
+        return hashlib.sha1(text.encode()).hexdigest()[:16]
+
+    def cli_overrides(self, uses_pretrained: bool) -> list[str]:
+        """The LightningCLI overrides of the run: the user's, the seed, the backbone file, the start
+        weights (``uses_pretrained``: the task config takes image weights), the steps."""
+        out = list(self.overrides) + [f"--seed_everything={self.seed}"]
+        if self.backbone_yaml:
+            out.append(f"--model.init_args.backbone={self.backbone_yaml}")
+        if self.pretrained and not self.converted and uses_pretrained:
+            out.append(f"--model.init_args.backbone.init_args.pretrained={self.pretrained}")
+        if self.max_steps:
+            out.append(f"--trainer.max_steps={self.max_steps}")
+        return out
