@@ -28,7 +28,7 @@ import numpy as np
 import torch
 from PIL import Image
 
-from hydra_dense.data.segmentation import IMAGENET_MEAN, IMAGENET_STD
+from .data.normalisation import IMAGENET_MEAN, IMAGENET_STD
 
 def load_image(path: str, size: int | None) -> tuple[np.ndarray, torch.Tensor]:
     try:
@@ -117,7 +117,7 @@ def cmd_seg(args) -> None:
     for path in args.images:
         arr, x = load_image(path, args.size)
         with torch.no_grad():
-            pred = task.predict_logits(x[None]).argmax(1)[0]
+            pred = task.predict_batch_labels(x[None])[0]
         col = colorize(pred, task.hparams.num_classes)
         blend = (0.45 * arr + 0.55 * col).astype(np.uint8)
         dst = out / f"{Path(path).stem}_pred.png"

@@ -258,9 +258,17 @@ class ViT(VisionTransformer):
             maps.append(t[:, layout.num_prefix_tokens:].transpose(1, 2).reshape(B, -1, h, w))
         return maps
 
-    # ---- timm's feature API, with the plan, layout and padding honoured -------------------------
-    def forward_features(self, x: torch.Tensor, pad_mask: Optional[torch.Tensor] = None) -> torch.Tensor:  # type: ignore[override]
+    # ---- timm's feature API (timm's signatures), with the plan, layout and padding honoured -------
+    @staticmethod
+    def _no_timm_mask(attn_mask: Optional[torch.Tensor], is_causal: bool) -> None:
+        if attn_mask is not None or is_causal:
+            raise ValueError("ViT: planned attention (Hydra, windows, local mixing) takes no attn_mask / is_causal; "
+                             "image padding goes in as pad_mask (B, H, W)")
+
+    def forward_features(self, x: torch.Tensor, attn_mask: Optional[torch.Tensor] = None, is_causal: bool = False,
+                         *, pad_mask: Optional[torch.Tensor] = None) -> torch.Tensor:
         """Images -> final-normed tokens ``(B, P + h*w, D)`` (timm's ``forward_features``)."""
+        self._no_timm_mask(attn_mask, is_causal)
         outs, _ = self.forward_tokens(x, pad_mask)
         return self.norm(outs[-1])
 
@@ -278,7 +286,7 @@ class ViT(VisionTransformer):
             raise ValueError(f"ViT.forward_intermediates: indices {list(indices)} out of range for depth {depth}")
         return out
 
-    def forward_intermediates(  # type: ignore[override]
+    def forward_intermediates(
         self,
         x: torch.Tensor,
         indices: Optional[Union[int, list[int]]] = None,
@@ -288,14 +296,19 @@ class ViT(VisionTransformer):
         output_fmt: str = "NCHW",
         intermediates_only: bool = False,
         output_dict: bool = False,
+        attn_mask: Optional[torch.Tensor] = None,
+        is_causal: bool = False,
+        *,
         pad_mask: Optional[torch.Tensor] = None,
     ) -> Union[list[Any], tuple[torch.Tensor, list[Any]], dict[str, Any]]:
-        """timm's ``forward_intermediates`` (same arguments and returns), run through this model's
-        blocks with their token layout, so window plans, local mixing and ``pad_mask`` apply.
+        """timm's ``forward_intermediates`` (same arguments and returns, so timm's own callers such as
+        ``get_intermediate_layers`` work), run through this model's blocks with their token layout,
+        so window plans, local mixing and ``pad_mask`` apply.
 
         ``indices``: the last n blocks if an int, all if None, else those blocks. Maps are
         ``(B, D, h, w)`` (``NCHW``) or ``(B, h*w, D)`` (``NLC``).
         """
+        self._no_timm_mask(attn_mask, is_causal)
         if output_fmt not in ("NCHW", "NLC"):
             raise ValueError(f"ViT.forward_intermediates: output_fmt must be NCHW or NLC, got {output_fmt!r}")
         take = self._take_indices(indices)

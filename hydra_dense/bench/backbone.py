@@ -225,6 +225,74 @@ def _is_oom(err: BaseException) -> bool:
         "can't allocate memory" in str(err).lower() or "DefaultCPUAllocator" in str(err)
 
 
+def _build_all(s: BenchSettings, size: InputSize, notes: dict[str, str]) -> dict[str, tuple[nn.Module, torch.Tensor]]:
+    """Every plan's model and input at ``size``; a plan that cannot be built (out of memory) gets a
+    note instead."""
+    built: dict[str, tuple[nn.Module, torch.Tensor]] = {}
+    for plan in s.plans:
+        try:
+            model = build_backbone(s.model, plan, s.patch_size, s.tubelet_size, s.grad_checkpointing).to(s.device)
+            built[plan] = (model, _input(model, size, s.batch, s.device))
+        except Exception as err:  # noqa: BLE001 - reported in the row
+            if not _is_oom(err) and isinstance(err, ValueError):
+                raise
+            notes[plan] = f"failed to build: {type(err).__name__}: {str(err)[:120]}"
+    return built
+
+
+def _runnable_steps(s: BenchSettings, built: dict, notes: dict[str, str]) -> dict[str, Callable[[], None]]:
+    """Each built plan's step, run once alone first so that a failing plan (OOM) is dropped, with a
+    note, before the timed rounds."""
+    fns = {plan: _step_fn(model, x, s) for plan, (model, x) in built.items()}
+    for plan in list(fns):
+        try:
+            fns[plan]()
+        except Exception as err:  # noqa: BLE001
+            notes[plan] = "out of memory" if _is_oom(err) else f"{type(err).__name__}: {str(err)[:120]}"
+            del fns[plan]
+            built.pop(plan, None)
+    return fns
+
+
+def _peak_memories(s: BenchSettings, size: InputSize, fns: dict, notes: dict[str, str]) -> dict[str, float]:
+    """Each plan's peak memory (CUDA: in this process; CPU: in a fresh process each)."""
+    mems = {}
+    for plan in (fns if s.memory else []):
+        if s.device.type == "cuda":
+            mems[plan] = peak_memory_mb(fns[plan], s.device)
+            continue
+        mem = peak_memory_mb_isolated(functools.partial(_build_step, s, plan, size))
+        if isinstance(mem, str):
+            notes[plan] = "; ".join(n for n in (notes.get(plan), f"memory: {mem[:80]}") if n)
+            mem = float("nan")
+        mems[plan] = mem
+    return mems
+
+
+def _plan_flops(s: BenchSettings, size: InputSize) -> tuple[dict[str, float], float]:
+    """Each plan's FLOPs at ``size`` and those of no token mixing (NaN where counting fails: FLOPs
+    are informative, not essential)."""
+    def count(plan: str) -> float:
+        try:
+            return count_backbone_flops(s.model, plan, size, s)
+        except Exception:  # noqa: BLE001
+            return float("nan")
+
+    flops = {plan: count(plan) for plan in s.plans}
+    return flops, flops["none"] if "none" in flops else count("none")
+
+
+def _add_ratios(rows: list[dict]) -> None:
+    """Speedup and FLOP ratio against MSA, % of the FLOP-ideal, and the overhead over no mixing."""
+    by_plan = {r["attention"]: r for r in rows}
+    msa, none = by_plan.get("msa"), by_plan.get("none")
+    for r in rows:
+        r["speedup_vs_msa"] = msa["ms_per_iter"] / r["ms_per_iter"] if msa else float("nan")
+        r["flop_ideal_vs_msa"] = msa["gflops"] / r["gflops"] if msa else float("nan")
+        r["pct_of_ideal"] = 100 * r["speedup_vs_msa"] / r["flop_ideal_vs_msa"] if msa else float("nan")
+        r["overhead_vs_none"] = r["ms_per_iter"] / none["ms_per_iter"] if none else float("nan")
+
+
 def bench_backbones(s: BenchSettings, progress: Optional[Callable[[str], None]] = None) -> list[dict]:
     """Rows (dicts with :data:`ROW_COLUMNS`) for every plan at every size.
 
@@ -233,75 +301,31 @@ def bench_backbones(s: BenchSettings, progress: Optional[Callable[[str], None]] 
     """
     rows: list[dict] = []
     for size in s.sizes:
-        built: dict[str, tuple[nn.Module, torch.Tensor]] = {}
         notes: dict[str, str] = {}
-        for plan in s.plans:
-            try:
-                model = build_backbone(s.model, plan, s.patch_size, s.tubelet_size, s.grad_checkpointing).to(s.device)
-                built[plan] = (model, _input(model, size, s.batch, s.device))
-            except Exception as err:  # noqa: BLE001 - reported in the row
-                if not _is_oom(err) and isinstance(err, ValueError):
-                    raise
-                notes[plan] = f"failed to build: {type(err).__name__}: {str(err)[:120]}"
+        built = _build_all(s, size, notes)
         any_model = next(iter(built.values()))[0] if built else build_backbone(s.model, "none", s.patch_size, s.tubelet_size)
-        tokens = _tokens(any_model, size)
-        pad_note = ""
-        p = s.patch_size
-        if size.height % p or size.width % p:
-            pad_note = f"padded to {math.ceil(size.height / p) * p}x{math.ceil(size.width / p) * p}"
-        fns: dict[str, Callable[[], None]] = {}
-        for plan, (model, x) in built.items():
-            fns[plan] = _step_fn(model, x, s)
-        # run each once alone first so a failing plan (OOM) is dropped before the timed rounds
-        for plan in list(fns):
-            try:
-                fns[plan]()
-            except Exception as err:  # noqa: BLE001
-                notes[plan] = ("out of memory" if _is_oom(err) else f"{type(err).__name__}: {str(err)[:120]}")
-                del fns[plan]
-                built.pop(plan, None)
+        tokens, p = _tokens(any_model, size), s.patch_size
+        pad_note = (f"padded to {math.ceil(size.height / p) * p}x{math.ceil(size.width / p) * p}"
+                    if size.height % p or size.width % p else "")
+        fns = _runnable_steps(s, built, notes)
         if progress:
             progress(f"{s.model} {size}: timing {', '.join(fns)}")
         times = interleaved_medians(fns, warmup=s.warmup, repeats=s.repeats, device=s.device) if fns else {}
-        mems = {}
-        for plan in (fns if s.memory else []):
-            if s.device.type == "cuda":
-                mems[plan] = peak_memory_mb(fns[plan], s.device)
-                continue
-            mem = peak_memory_mb_isolated(functools.partial(_build_step, s, plan, size))
-            if isinstance(mem, str):
-                notes[plan] = "; ".join(n for n in (notes.get(plan), f"memory: {mem[:80]}") if n)
-                mem = float("nan")
-            mems[plan] = mem
-        flops = {}
-        for plan in s.plans:
-            try:
-                flops[plan] = count_backbone_flops(s.model, plan, size, s)
-            except Exception:  # noqa: BLE001 - FLOPs are informative, not essential
-                flops[plan] = float("nan")
-        none_flops = flops.get("none")
-        if none_flops is None:
-            try:
-                none_flops = count_backbone_flops(s.model, "none", size, s)
-            except Exception:  # noqa: BLE001
-                none_flops = float("nan")
+        mems = _peak_memories(s, size, fns, notes)
+        flops, none_flops = _plan_flops(s, size)
+        size_rows = []
         for plan in s.plans:
             ms = times.get(plan, float("nan")) * 1e3
-            row = dict(backbone=s.model, attention=plan, height=size.height, width=size.width,
-                       frames=size.frames or "", tokens=tokens, batch=s.batch, mode=s.mode,
-                       dtype=str(s.dtype).replace("torch.", ""), compile=s.compile, device=str(s.device),
-                       ms_per_iter=ms, throughput=s.batch / (ms / 1e3) if ms == ms else float("nan"),
-                       peak_mem_mb=mems.get(plan, float("nan")), gflops=flops[plan] / 1e9,
-                       attn_flop_share=max(flops[plan] - none_flops, 0) / flops[plan] if flops[plan] else float("nan"),
-                       note="; ".join(n for n in (notes.get(plan, ""), pad_note) if n))
-            rows.append(row)
-        by_plan = {r["attention"]: r for r in rows[-len(s.plans):]}
-        for r in rows[-len(s.plans):]:
-            msa, none = by_plan.get("msa"), by_plan.get("none")
-            r["speedup_vs_msa"] = msa["ms_per_iter"] / r["ms_per_iter"] if msa else float("nan")
-            r["flop_ideal_vs_msa"] = msa["gflops"] / r["gflops"] if msa else float("nan")
-            r["pct_of_ideal"] = 100 * r["speedup_vs_msa"] / r["flop_ideal_vs_msa"] if msa else float("nan")
-            r["overhead_vs_none"] = r["ms_per_iter"] / none["ms_per_iter"] if none else float("nan")
+            size_rows.append(dict(
+                backbone=s.model, attention=plan, height=size.height, width=size.width, frames=size.frames or "",
+                tokens=tokens, batch=s.batch, mode=s.mode, dtype=str(s.dtype).replace("torch.", ""),
+                compile=s.compile, device=str(s.device), ms_per_iter=ms,
+                throughput=s.batch / (ms / 1e3) if ms == ms else float("nan"), peak_mem_mb=mems.get(plan, float("nan")),
+                gflops=flops[plan] / 1e9,
+                attn_flop_share=max(flops[plan] - none_flops, 0) / flops[plan] if flops[plan] else float("nan"),
+                note="; ".join(n for n in (notes.get(plan, ""), pad_note) if n)))
+        _add_ratios(size_rows)
+        rows += size_rows
         del built, fns
     return rows
 

@@ -26,16 +26,17 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 import torch
+from tqdm import tqdm
 
-from hydra_dense.bench.backbone import MODELS, PIPELINES, ROW_COLUMNS, BenchSettings, attention_flop_shares, bench_backbones
-from hydra_dense.bench.detection import DETECTION_PIPELINES
-from hydra_dense.bench.attention_op import OP_COLUMNS, bench_hydra_op
-from hydra_dense.bench.report import markdown_table, plot_backbone_rows, write_csv
-from hydra_dense.attention import plan_from_name
-from hydra_dense.bench.input_sizes import parse_devices, parse_dtype, parse_size
+from ..attention import plan_from_name
+from .attention_op import OP_COLUMNS, bench_hydra_op
+from .backbone import MODELS, PIPELINES, ROW_COLUMNS, BenchSettings, attention_flop_shares, bench_backbones
+from .detection import DETECTION_PIPELINES
+from .input_sizes import parse_devices, parse_dtype, parse_size
+from .report import markdown_table, plot_backbone_rows, write_csv
 
 SHOW = ["backbone", "attention", "height", "width", "frames", "tokens", "batch", "mode", "dtype", "device",
         "ms_per_iter", "throughput", "peak_mem_mb", "gflops", "attn_flop_share", "speedup_vs_msa",
@@ -82,60 +83,41 @@ def parse_args(argv=None) -> argparse.Namespace:
     return args
 
 
-def main(argv=None) -> int:
-    args = parse_args(argv)
-    try:
-        devices = parse_devices(args.device)
-        dtype = parse_dtype(args.dtype)
-        sizes = [parse_size(s) for s in args.sizes.split(",") if s.strip()]
-        plans = [p.strip() for p in args.plans.split(",") if p.strip()]
-        for plan in plans:
-            plan_from_name(plan, 12)
-        task, _, inner = args.model.partition(":")
-        pipelines = sorted(PIPELINES) + sorted(DETECTION_PIPELINES)
-        if args.model not in MODELS and not (task in pipelines and (inner or "vit_base") in MODELS):
-            raise ValueError(f"unknown model {args.model!r}; choose from {', '.join(sorted(MODELS))} "
-                             f"or {', '.join(pipelines)}:<backbone>")
-    except ValueError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
-    print(f"# hydra_dense benchmark  ({os.cpu_count()} CPU cores, torch {torch.__version__}, "
-          f"threads {torch.get_num_threads()}, devices {', '.join(map(str, devices))})\n")
-    t0 = time.time()
+def _checked(args: argparse.Namespace) -> tuple[list, Any, list, list[str]]:
+    """``(devices, dtype, sizes, plans)`` of the command line, each checked (ValueError naming it)."""
+    devices = parse_devices(args.device)
+    dtype = parse_dtype(args.dtype)
+    sizes = [parse_size(s) for s in args.sizes.split(",") if s.strip()]
+    plans = [p.strip() for p in args.plans.split(",") if p.strip()]
+    for plan in plans:
+        plan_from_name(plan, 12)
+    task, _, inner = args.model.partition(":")
+    pipelines = sorted(PIPELINES) + sorted(DETECTION_PIPELINES)
+    if args.model not in MODELS and not (task in pipelines and (inner or "vit_base") in MODELS):
+        raise ValueError(f"unknown model {args.model!r}; choose from {', '.join(sorted(MODELS))} "
+                         f"or {', '.join(pipelines)}:<backbone>")
+    return devices, dtype, sizes, plans
 
-    if args.level == "op":
-        B, T, D = (int(v) for v in args.op_shape.lower().split("x"))
-        rows = []
-        for dev in devices:
-            rows += bench_hydra_op(B, T, D, dtype, dev, repeats=max(args.repeats, 10), warmup=args.warmup + 2,
-                                   backward=args.op_backward, msa_heads=12 if args.op_msa and D % 12 == 0 else 0)
-        print(markdown_table(rows, OP_COLUMNS))
-        if args.csv:
-            write_csv(rows, args.csv, OP_COLUMNS)
-        print(f"\n({time.time() - t0:.0f} s)")
-        return 0
 
-    if args.level == "decode":
-        return _decode_level(args, t0)
-    if args.backend == "onnxruntime":
-        return _onnxruntime_level(args, sizes, plans, t0)
-
-    image_sizes = [s for s in sizes if s.frames is None]
-    if args.level == "shares":
-        shares = attention_flop_shares(args.model, image_sizes or [parse_size(s) for s in SHARE_SIZES.split(",")],
-                                       args.patch_size)
-        print(markdown_table(shares))
-        if args.csv:
-            write_csv(shares, args.csv)
-        return 0
-
+def _op_level(args: argparse.Namespace, devices: list, dtype, t0: float) -> int:
+    """The Hydra op alone at ``--op-shape`` (B x T x D), beside SDPA when asked."""
+    B, T, D = (int(v) for v in args.op_shape.lower().split("x"))
     rows = []
-    use_bar = not args.quick and sys.stderr.isatty()
-    bar = None
-    if use_bar:
-        from tqdm import tqdm
+    for dev in devices:
+        rows += bench_hydra_op(B, T, D, dtype, dev, repeats=max(args.repeats, 10), warmup=args.warmup + 2,
+                               backward=args.op_backward, msa_heads=12 if args.op_msa and D % 12 == 0 else 0)
+    print(markdown_table(rows, OP_COLUMNS))
+    if args.csv:
+        write_csv(rows, args.csv, OP_COLUMNS)
+    print(f"\n({time.time() - t0:.0f} s)")
+    return 0
 
-        bar = tqdm(total=len(sizes) * len(devices), desc="benchmark", unit="size")
+
+def _backbone_rows(args: argparse.Namespace, devices: list, dtype, sizes: list, plans: list[str]) -> list[dict]:
+    """Every plan at every size on every device, one size at a time (a progress bar on a terminal)."""
+    rows: list[dict] = []
+    bar = tqdm(total=len(sizes) * len(devices), desc="benchmark", unit="size") \
+        if not args.quick and sys.stderr.isatty() else None
     for dev in devices:
         settings = BenchSettings(model=args.model, plans=plans, sizes=sizes, patch_size=args.patch_size,
                                  tubelet_size=args.tubelet_size, batch=args.batch, mode=args.mode, dtype=dtype,
@@ -149,6 +131,34 @@ def main(argv=None) -> int:
                 bar.update(1)
     if bar:
         bar.close()
+    return rows
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    try:
+        devices, dtype, sizes, plans = _checked(args)
+    except ValueError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    print(f"# hydra_dense benchmark  ({os.cpu_count()} CPU cores, torch {torch.__version__}, "
+          f"threads {torch.get_num_threads()}, devices {', '.join(map(str, devices))})\n")
+    t0 = time.time()
+    if args.level == "op":
+        return _op_level(args, devices, dtype, t0)
+    if args.level == "decode":
+        return _decode_level(args, t0)
+    if args.backend == "onnxruntime":
+        return _onnxruntime_level(args, sizes, plans, t0)
+    image_sizes = [s for s in sizes if s.frames is None]
+    if args.level == "shares":
+        shares = attention_flop_shares(args.model, image_sizes or [parse_size(s) for s in SHARE_SIZES.split(",")],
+                                       args.patch_size)
+        print(markdown_table(shares))
+        if args.csv:
+            write_csv(shares, args.csv)
+        return 0
+    rows = _backbone_rows(args, devices, dtype, sizes, plans)
     print(markdown_table(rows, SHOW))
     print("\nspeedup_vs_msa = MSA time / this time; flop_ideal_vs_msa = MSA FLOPs / these FLOPs "
           "(FlopCounterMode, SDPA counted on its math path; Hydra's elementwise work added by formula); "

@@ -87,9 +87,67 @@ def task_backbone_config(config: Path, overrides: list[str]) -> dict:
     return out
 
 
+def _conversion_backbone(backbone_cfg: dict, plan: dict) -> dict:
+    """The task's backbone config with ``plan``, its own start weights cleared (the conversion's
+    source replaces them)."""
+    backbone = json.loads(json.dumps(backbone_cfg))
+    args = backbone.setdefault("init_args", {})
+    args["plan"] = plan
+    for start in ("pretrained", "pretrained_image"):
+        if start in args:
+            args[start] = None
+    return backbone
+
+
+def _conversion_key(source: str, backbone: dict, config_text: str, steps: int, extra: list[str]) -> str:
+    """What identifies a conversion: the source weights' bytes, the backbone and plan, the config's
+    text, the steps, the extra arguments and the images it reads (names, sizes, times)."""
+    key_src = json.dumps(dict(source=_file_digest(Path(source)), backbone=backbone, config=config_text, steps=steps,
+                              extra=extra, data=_data_fingerprint(config_text, extra)), sort_keys=True)
+    return hashlib.sha1(key_src.encode()).hexdigest()[:16]
+
+
+def _run_conversion(backbone: dict, plan: dict, source: str, conv_cfg: Path, steps: int, extra: list[str],
+                    folder: Path) -> tuple[list[str], float]:
+    """``python -m hydra_dense.convert`` into ``folder`` (resumed there if it was interrupted);
+    returns its command and its minutes of wall time."""
+    # every plan field written out: given as --model.init_args.backbone, this backbone's init_args are
+    # merged into the conversion config's, so a field left out (e.g. local) would be taken from there
+    backbone = dict(backbone, init_args=dict(backbone["init_args"], plan=asdict(AttentionPlan.coerce(plan))))
+    backbone_yaml = atomic_write_text(folder / "backbone.yaml", yaml.safe_dump(backbone, sort_keys=False))
+    cmd = job_command("convert", "--config", str(conv_cfg), f"--model.init_args.backbone={backbone_yaml}",
+                      f"--model.init_args.source={source}", f"--model.init_args.output={folder / 'converted.pth'}",
+                      f"--trainer.max_steps={steps}", f"--trainer.default_root_dir={folder / 'run'}", "--ckpt_path=last",
+                      *extra, "--trainer.enable_progress_bar=false", "--trainer.enable_model_summary=false",
+                      '--trainer.callbacks+={"class_path": "hydra_dense.runtime.progress.StepProgress", '
+                      '"init_args": {"label": "conversion", "every": 50}}')
+    print(f"\n=== converting {source} -> {plan} ({steps} steps; cached in {folder}) ===", flush=True)
+    t0 = time.time()
+    proc = subprocess.run(cmd, env=job_environment())
+    if proc.returncode != 0 or not (folder / "converted.pth").is_file():
+        raise StepFailed(f"conversion failed (exit {proc.returncode}; its message is above): {' '.join(cmd)}")
+    return cmd, (time.time() - t0) / 60
+
+
+def _conversion_info(ckpt: Path, minutes: float, cmd: list[str]) -> dict:
+    """A converted checkpoint's own record, summed up: the per-block errors averaged over the
+    converted blocks, the feature errors averaged over levels."""
+    meta = torch.load(ckpt, map_location="cpu", weights_only=True)["hydra_dense"]
+    blocks = meta["converted_blocks"]
+    mean = lambda xs: sum(xs[i] for i in blocks) / len(blocks)  # noqa: E731
+    level_mean = lambda xs: sum(xs) / len(xs) if xs else None  # noqa: E731
+    return dict(minutes=minutes, steps=meta["steps"], data=meta["data"], error_before=mean(meta["error_before"]),
+                error_after=mean(meta["error_after"]), feature_error_before=meta.get("feature_error_before"),
+                feature_error_after=meta.get("feature_error_after"),
+                level_error_before=level_mean(meta.get("level_error_before")),
+                level_error_after=level_mean(meta.get("level_error_after")), objective=meta.get("objective", "blocks"),
+                table=str(ckpt.with_name("converted_errors.md")), command=" ".join(cmd))
+
+
 def converted_checkpoint(backbone_cfg: dict, plan: dict, source: str, convert_config: str, steps: Optional[int],
                          extra: Optional[list[str]] = None, out_root: Optional[Path] = None) -> tuple[Path, dict]:
-    """``(checkpoint, info)`` of ``source`` converted into ``backbone_cfg`` with ``plan``.
+    """``(checkpoint, info)`` of ``source`` converted into ``backbone_cfg`` with ``plan``, run once per
+    key (:func:`_conversion_key`) and cached.
 
     ``steps``: None = the conversion config's ``trainer.max_steps``. ``info``: ``minutes`` (wall time
     of the conversion that made it), ``steps``, ``data`` (the images or clips it used),
@@ -98,62 +156,22 @@ def converted_checkpoint(backbone_cfg: dict, plan: dict, source: str, convert_co
     """
     extra = list(extra or [])
     conv_cfg = shipped_file(convert_config, "--convert-config")
-    backbone = json.loads(json.dumps(backbone_cfg))
-    args = backbone.setdefault("init_args", {})
-    args["plan"] = plan
-    for start in ("pretrained", "pretrained_image"):  # the conversion's source replaces them
-        if start in args:
-            args[start] = None
+    backbone = _conversion_backbone(backbone_cfg, plan)
     text = conv_cfg.read_text()
     # the key fingerprints the images the conversion reads, so they must exist before it is taken
     # (otherwise a first run on a fresh machine caches its result under a key no later run computes)
     prepare_embedded_data(conv_cfg)
+    steps = steps or ((yaml.safe_load(text) or {}).get("trainer") or {}).get("max_steps")
     if not steps:
-        steps = ((yaml.safe_load(text) or {}).get("trainer") or {}).get("max_steps")
-        if not steps:
-            raise ValueError(f"{conv_cfg}: no trainer.max_steps; give the conversion's steps (--convert-steps)")
-    key_src = json.dumps(dict(source=_file_digest(Path(source)), backbone=backbone, config=text, steps=steps,
-                              extra=extra, data=_data_fingerprint(text, extra)), sort_keys=True)
-    key = hashlib.sha1(key_src.encode()).hexdigest()[:16]
-    folder = (out_root or cache_dir() / "converted") / key
+        raise ValueError(f"{conv_cfg}: no trainer.max_steps; give the conversion's steps (--convert-steps)")
+    folder = (out_root or cache_dir() / "converted") / _conversion_key(source, backbone, text, steps, extra)
     ckpt, info_path = folder / "converted.pth", folder / "conversion.json"
     if ckpt.is_file() and info_path.is_file():
-        info = json.loads(info_path.read_text())
-        info["cached"] = True
-        return ckpt, info
-    folder.mkdir(parents=True, exist_ok=True)
-    # every plan field written out: given as --model.init_args.backbone, this backbone's init_args are
-    # merged into the conversion config's, so a field left out (e.g. local) would be taken from there
-    args["plan"] = asdict(AttentionPlan.coerce(plan))
-    backbone_yaml = folder / "backbone.yaml"
-    atomic_write_text(backbone_yaml, yaml.safe_dump(backbone, sort_keys=False))
-    cmd = job_command("convert", "--config", str(conv_cfg),
-           f"--model.init_args.backbone={backbone_yaml}", f"--model.init_args.source={source}",
-           f"--model.init_args.output={ckpt}", f"--trainer.max_steps={steps}",
-           f"--trainer.default_root_dir={folder / 'run'}", "--ckpt_path=last", *extra,
-           "--trainer.enable_progress_bar=false", "--trainer.enable_model_summary=false",
-           '--trainer.callbacks+={"class_path": "hydra_dense.runtime.progress.StepProgress", '
-           '"init_args": {"label": "conversion", "every": 50}}')
-    print(f"\n=== converting {source} -> {plan} ({steps} steps; cached in {folder}) ===", flush=True)
-    t0 = time.time()
-    proc = subprocess.run(cmd, env=job_environment())
-    minutes = (time.time() - t0) / 60
-    if proc.returncode != 0 or not ckpt.is_file():
-        raise StepFailed(f"conversion failed (exit {proc.returncode}; its message is above): {' '.join(cmd)}")
-
-    meta = torch.load(ckpt, map_location="cpu", weights_only=True)["hydra_dense"]
-    blocks = meta["converted_blocks"]
-    mean = lambda xs: sum(xs[i] for i in blocks) / len(blocks)  # noqa: E731
-    level_mean = lambda xs: sum(xs) / len(xs) if xs else None  # noqa: E731
-    info = dict(minutes=minutes, steps=meta["steps"], data=meta["data"], error_before=mean(meta["error_before"]),
-                error_after=mean(meta["error_after"]), feature_error_before=meta.get("feature_error_before"),
-                feature_error_after=meta.get("feature_error_after"),
-                level_error_before=level_mean(meta.get("level_error_before")),
-                level_error_after=level_mean(meta.get("level_error_after")), objective=meta.get("objective", "blocks"),
-                table=str(folder / "converted_errors.md"), command=" ".join(cmd))
+        return ckpt, dict(json.loads(info_path.read_text()), cached=True)
+    cmd, minutes = _run_conversion(backbone, plan, source, conv_cfg, steps, extra, folder)
+    info = _conversion_info(ckpt, minutes, cmd)
     atomic_write_text(info_path, json.dumps(info, indent=1))
-    info["cached"] = False
-    return ckpt, info
+    return ckpt, dict(info, cached=False)
 
 
 def aligned_checkpoint(backbone_cfg: dict, plan: dict, source: str, stage1: tuple[Path, dict], align_config: str,

@@ -71,6 +71,18 @@ def _check_source(sd: dict, student: nn.Module, name: str) -> None:
                               f"architecture?): {', '.join(missing[:6])}{' ...' if len(missing) > 6 else ''}")
 
 
+def _check_student(backbone: nn.Module, objective: str) -> None:
+    """The backbone a conversion can train, and an objective it has; raises naming the setting."""
+    if not hasattr(backbone, "forward_tokens") or not hasattr(backbone, "set_plan"):
+        raise ValueError("model.backbone: conversion needs a hydra_dense ViT (hydra_dense.backbones.ViT, or "
+                         "VideoViT with layout: joint)")
+    if getattr(backbone, "layout", "joint") != "joint":
+        raise ValueError(f"model.backbone: conversion of a VideoViT needs layout: joint (one attention over "
+                         f"all tokens), got layout: {backbone.layout}")
+    if objective not in ("blocks", "features"):
+        raise ValueError(f"model.objective: expected 'blocks' or 'features', got {objective!r}")
+
+
 def converted_blocks(teacher_labels: list[str], student_labels: list[str]) -> list[int]:
     """Blocks whose attention (or local branch) differs between teacher and student."""
     return [i for i, (t, s) in enumerate(zip(teacher_labels, student_labels)) if t != s]
@@ -123,12 +135,7 @@ class ConversionTask(L.LightningModule):
     ) -> None:
         super().__init__()
         self.save_hyperparameters(ignore=["backbone"])
-        if not hasattr(backbone, "forward_tokens") or not hasattr(backbone, "set_plan"):
-            raise ValueError("model.backbone: conversion needs a hydra_dense ViT (hydra_dense.backbones.ViT, or "
-                             "VideoViT with layout: joint)")
-        if getattr(backbone, "layout", "joint") != "joint":
-            raise ValueError(f"model.backbone: conversion of a VideoViT needs layout: joint (one attention over "
-                             f"all tokens), got layout: {backbone.layout}")
+        _check_student(backbone, objective)
         path = resolve_source(source)
         sd = read_state_dict(path)
         _check_source(sd, backbone, str(path))
@@ -146,13 +153,18 @@ class ConversionTask(L.LightningModule):
         if not self.blocks:
             raise ValueError(f"model.backbone.plan: converts no block: every block runs the teacher's attention "
                              f"({backbone.plan.describe(depth)}); choose a Hydra / hybrid plan")
-        if objective not in ("blocks", "features"):
-            raise ValueError(f"model.objective: expected 'blocks' or 'features', got {objective!r}")
         if student_init:
             init = Path(student_init).expanduser()
             if not init.is_file():
                 raise FileNotFoundError(f"model.student_init: converted checkpoint {init} does not exist")
             load_pretrained(backbone, init, strict=True, verbose=False)  # raises naming a plan it was not made for
+        self._choose_trained(objective)
+        self._register_error_buffers(depth)
+        self._val_sums: Optional[torch.Tensor] = None
+
+    def _choose_trained(self, objective: str) -> None:
+        """Stage 1 trains the converted blocks' attention; stage 2 every parameter the features use."""
+        backbone = self.backbone
         backbone.requires_grad_(False)
         if objective == "blocks":
             for i in self.blocks:
@@ -160,6 +172,11 @@ class ConversionTask(L.LightningModule):
         else:
             for param in self._used_parameters(backbone):
                 param.requires_grad_(True)
+
+    def _register_error_buffers(self, depth: int) -> None:
+        """The held-out errors before and after, kept in the checkpoint: per block, per level the
+        heads read, and of the final tokens."""
+        backbone = self.backbone
         self.register_buffer("error_before", torch.full((depth,), float("nan")))
         self.register_buffer("error_after", torch.full((depth,), float("nan")))
         # the features the task heads read (out_indices), through the student's own stream
@@ -169,7 +186,6 @@ class ConversionTask(L.LightningModule):
         # the final normed tokens through the student's own stream (errors of all blocks compounded)
         self.register_buffer("feature_error_before", torch.tensor(float("nan")))
         self.register_buffer("feature_error_after", torch.tensor(float("nan")))
-        self._val_sums: Optional[torch.Tensor] = None
 
     @staticmethod
     def _used_parameters(backbone: nn.Module) -> list[nn.Parameter]:

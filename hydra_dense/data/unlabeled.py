@@ -21,7 +21,8 @@ from .base import SplitDataModule
 from .files import IMAGE_EXTS, read_image
 from .skipping import SkipPolicy
 from .sampling import seeded_rngs
-from .segmentation import IMAGENET_MEAN, IMAGENET_STD, SampleError
+from .normalisation import IMAGENET_MEAN, IMAGENET_STD
+from .segmentation import SampleError
 
 log = logging.getLogger(__name__)
 

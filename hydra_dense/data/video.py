@@ -19,7 +19,6 @@ Decoding happens in the worker that needs it, with no locks or subprocesses to h
 """
 from __future__ import annotations
 
-import csv
 import logging
 from pathlib import Path
 from typing import Literal, Optional, Sequence, Union
@@ -35,13 +34,13 @@ from .skipping import SkipPolicy
 from .preflight import file_problems
 from .video_decode import (IncompleteDecode, VideoError, decode_frames, decode_video, frame_files, index_video,
                            read_frame_files, read_frames)
+from .video_files import VIDEO_EXTS, find_videos
 
 log = logging.getLogger(__name__)
 
 __all__ = ["VideoError", "decode_video", "read_frames", "VideoClipDataset", "VideoDataModule", "clip_indices",
            "find_videos"]
 
-VIDEO_EXTS = (".mp4", ".avi", ".mkv", ".webm", ".mov", ".m4v")
 KINETICS_MEAN = (0.45, 0.45, 0.45)
 KINETICS_STD = (0.225, 0.225, 0.225)
 
@@ -69,77 +68,6 @@ def clip_indices(n_frames: int, num_frames: int, stride: int, sampling: str, rng
     start = int(rng.integers(0, last + 1)) if rng is not None else \
         (int(round(last * (clip + 0.5) / num_clips)) if num_clips > 1 else last // 2)
     return start + stride * np.arange(num_frames)
-
-
-def find_videos(root: Path, layout: str, split: str, list_file: str = "{split}.txt", video_dir: str = "",
-                classes: Optional[list[str]] = None,
-                ignored: Optional[list[Path]] = None) -> tuple[list[tuple[Path, int]], list[str]]:
-    """(path, label) pairs of a split and the class names; ``ignored``, when given, receives the
-    files in class folders that the layout does not read (they are also logged)."""
-    if layout in ("kinetics", "frames"):
-        split_dir = root / split
-        if not split_dir.is_dir():
-            raise FileNotFoundError(f"{layout} {split} split: folder {split_dir} does not exist")
-        if classes is None:
-            train_dir = root / "train"
-            classes = sorted(p.name for p in (train_dir if train_dir.is_dir() else split_dir).iterdir() if p.is_dir())
-        samples, skipped = [], []
-        for class_dir in sorted(p for p in split_dir.iterdir() if p.is_dir()):
-            if class_dir.name not in classes:
-                raise VideoError(f"{split_dir}: class folder {class_dir.name!r} is not one of the "
-                                 f"{len(classes)} training classes")
-            label = classes.index(class_dir.name)
-            for item in sorted(class_dir.iterdir()):
-                if (layout == "kinetics" and item.suffix.lower() in VIDEO_EXTS) or (layout == "frames" and item.is_dir()):
-                    samples.append((item, label))
-                elif not item.name.startswith("."):
-                    skipped.append(item)
-        if skipped:  # e.g. .mpg / .flv containers, or stray files: say so instead of training on fewer
-            log.warning("%s: %d file(s) ignored (not a %s), e.g. %s", split_dir, len(skipped),
-                        "video: " + ", ".join(sorted(VIDEO_EXTS)) if layout == "kinetics" else "frame folder",
-                        ", ".join(str(p.relative_to(split_dir)) for p in skipped[:3]))
-            if ignored is not None:
-                ignored.extend(skipped)
-    elif layout == "list":
-        path = root / list_file.format(split=split)
-        if not path.is_file():
-            raise FileNotFoundError(f"list file {path} does not exist")
-        rows = []
-        with open(path, newline="") as fh:
-            text = fh.read()
-        dialect = "," if path.suffix == ".csv" or ("," in text.splitlines()[0] if text.strip() else False) else None
-        for n, line in enumerate(text.splitlines(), 1):
-            if not line.strip() or line.lstrip().startswith("#"):
-                continue
-            parts = next(csv.reader([line])) if dialect else line.rsplit(maxsplit=1)
-            parts = [p.strip() for p in parts if p.strip() != ""]
-            if len(parts) < 2:
-                raise VideoError(f"{path}:{n}: expected 'path label', got {line!r}")
-            if n == 1 and dialect and not parts[-1].lstrip("-").isdigit() and parts[0].lower() in ("path", "video", "file"):
-                continue  # CSV header
-            rows.append((parts[0], parts[-1], n))
-        if not rows:
-            raise VideoError(f"list file {path} lists no videos")
-        names = [lab for _, lab, _ in rows if not lab.lstrip("-").isdigit()]
-        if classes is None:
-            classes = sorted(set(names)) if names else [str(i) for i in range(max(int(lab) for _, lab, _ in rows) + 1)]
-        samples = []
-        for rel, lab, n in rows:
-            if lab.lstrip("-").isdigit():
-                label = int(lab)
-                if not 0 <= label < len(classes):
-                    raise VideoError(f"{path}:{n}: label {label} outside [0, {len(classes)})")
-            elif lab in classes:
-                label = classes.index(lab)
-            else:
-                raise VideoError(f"{path}:{n}: unknown class {lab!r} (known: {', '.join(classes[:10])}"
-                                 f"{'…' if len(classes) > 10 else ''})")
-            samples.append((root / video_dir / rel, label))
-    else:
-        raise ValueError(f"data.layout: unknown layout {layout!r}; choose from kinetics, list, frames")
-    if not samples:
-        raise ValueError(f"{layout} {split} split under {root} is empty")
-    return samples, list(classes)
 
 
 class VideoClipDataset(SkipPolicy, Dataset):

@@ -20,6 +20,7 @@ from torchvision.models.detection.transform import GeneralizedRCNNTransform
 from torchvision.ops import MultiScaleRoIAlign
 
 from ..backbones.pyramid import ViTWithPyramid
+from ..data.normalisation import IMAGENET_MEAN, IMAGENET_STD
 
 __all__ = ["DETECTORS", "PaddedPyramidBackbone", "PaddingAwareTransform", "PaddingAwareRPN", "build_detector"]
 
@@ -126,8 +127,8 @@ def build_detector(
     aspect_ratios: Sequence[float] = (0.5, 1.0, 2.0),
     min_size: int = 1024,
     max_size: int = 1024,
-    image_mean: Sequence[float] = (0.485, 0.456, 0.406),
-    image_std: Sequence[float] = (0.229, 0.224, 0.225),
+    image_mean: Sequence[float] = IMAGENET_MEAN,
+    image_std: Sequence[float] = IMAGENET_STD,
     resize_train: bool = False,
     resize_eval: bool = True,
     detections_per_img: int = 100,

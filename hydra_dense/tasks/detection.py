@@ -10,13 +10,12 @@ import torch
 from torch import nn
 from torchmetrics.detection import MeanAveragePrecision
 
+from ..data.normalisation import IMAGENET_MEAN, IMAGENET_STD
 from ..heads.detection import PaddedPyramidBackbone, build_detector
+from .base import DenseTask
+from .class_names import class_names
 from .coco_results import detections_to_coco, gather_results, write_coco_results
 from .map_sync import gather_map_states
-from .class_names import check_class_count, check_data_kind, class_names
-from .distill import FeatureDistillation
-from .file_predictions import FilePredictions
-from .optim import make_optimizer
 
 log = logging.getLogger(__name__)
 
@@ -27,7 +26,7 @@ _LOGGED = {"map": "mAP", "map_50": "mAP_50", "map_75": "mAP_75", "map_small": "m
            "map_large": "mAP_l", "mar_100": "mAR_100"}
 
 
-class DetectionTask(FeatureDistillation, FilePredictions):
+class DetectionTask(DenseTask):
     """A ViT backbone, ViTDet's simple feature pyramid and a torchvision detector.
 
     Args:
@@ -68,8 +67,8 @@ class DetectionTask(FeatureDistillation, FilePredictions):
         max_size: int = 1024,
         resize_train: bool = False,
         resize_eval: bool = True,
-        image_mean: Sequence[float] = (0.485, 0.456, 0.406),
-        image_std: Sequence[float] = (0.229, 0.224, 0.225),
+        image_mean: Sequence[float] = IMAGENET_MEAN,
+        image_std: Sequence[float] = IMAGENET_STD,
         detections_per_img: int = 100,
         score_thresh: float = 0.05,
         box_batch_size_per_image: int = 512,
@@ -111,13 +110,15 @@ class DetectionTask(FeatureDistillation, FilePredictions):
         """The ViT (what the comparison tools swap plans on)."""
         return self.detector.backbone.vit
 
-    # ---- checks before training ------------------------------------------------------------
+    # ---- checks before training (the base task's, and the masks) ----------------------------
+    data_kind = "detection"
+    class_word = "categories"
+
     def setup(self, stage: str) -> None:
-        check_data_kind(self, "detection")
+        super().setup(stage)
         dm = getattr(self.trainer, "datamodule", None) if self._trainer is not None else None
         if dm is None:
             return
-        check_class_count(self, getattr(dm, "num_classes", None), "categories")
         if self.with_masks and not getattr(getattr(dm, "hparams", None), "masks", True):
             raise ValueError("model.detector=mask_rcnn needs instance masks: set --data.init_args.masks=true")
         self.category_ids = list(getattr(dm, "category_ids", None) or range(1, self.hparams.num_classes + 1))
@@ -140,8 +141,7 @@ class DetectionTask(FeatureDistillation, FilePredictions):
         for k, v in losses.items():
             self.log(f"train_{k}", v, batch_size=bs)
         self.log("train_loss", loss, prog_bar=True, batch_size=bs)
-        distill = self.distillation_loss()
-        return loss if distill is None else loss + distill
+        return self.with_distillation(loss)
 
     def _metric_target(self, t: dict) -> dict:
         out = dict(boxes=t["boxes"], labels=t["labels"], iscrowd=t["iscrowd"].long())
@@ -262,11 +262,7 @@ class DetectionTask(FeatureDistillation, FilePredictions):
         out.parent.mkdir(parents=True, exist_ok=True)
         Image.fromarray(panel).save(out)
 
-    # ---- optimisation ----------------------------------------------------------------------
-    def configure_optimizers(self):
-        h = self.hparams
+    # ---- optimisation (the base task's, over these modules) ----------------------------------
+    def head_modules(self) -> list[nn.Module]:
         others = [m for name, m in self.detector.named_children() if name not in ("backbone", "transform")]
-        others.append(self.detector.backbone.pyramid)
-        return make_optimizer(self.backbone, others, h.lr, h.weight_decay, h.layer_decay, h.head_lr_mult,
-                              int(self.trainer.estimated_stepping_batches), h.warmup_steps, h.schedule,
-                              milestones=tuple(h.milestones))
+        return others + [self.detector.backbone.pyramid]

@@ -1,7 +1,6 @@
 """Semantic segmentation: any backbone from configs/backbones + a decode head, trained with Lightning."""
 from __future__ import annotations
 
-import math
 from typing import Literal, Optional
 
 import numpy as np
@@ -12,13 +11,21 @@ from torchmetrics import MetricCollection
 from torchmetrics.classification import MulticlassAccuracy, MulticlassConfusionMatrix
 
 from ..backbones.pyramid import MultiLevelRescale
+from ..data.normalisation import IMAGENET_MEAN, IMAGENET_STD
 from ..heads.segmentation import FCNAuxHead, build_decode_head
-from .class_names import check_class_count, check_data_kind, class_names
-from .distill import FeatureDistillation
-from .file_predictions import FilePredictions
-from .optim import make_optimizer
+from ..predict.sliding import sliding_window_labels
+from .base import DenseTask
+from .class_names import class_names
 
 __all__ = ["SegmentationTask", "iou_from_confusion"]
+
+
+def _valid_extent(pad: torch.Tensor) -> tuple[int, int]:
+    """``(h, w)`` of the valid top-left part of an image whose padding ``pad`` ``(H, W)`` (True =
+    padding) is on the right and bottom, as the collate functions pad."""
+    valid = ~pad
+    rows, cols = valid.any(1).nonzero(), valid.any(0).nonzero()
+    return (int(rows.max()) + 1 if len(rows) else 0), (int(cols.max()) + 1 if len(cols) else 0)
 
 
 def iou_from_confusion(conf: torch.Tensor) -> torch.Tensor:
@@ -30,7 +37,7 @@ def iou_from_confusion(conf: torch.Tensor) -> torch.Tensor:
     return torch.where(denom > 0, tp / denom.clamp_min(1), torch.full_like(tp, float("nan")))
 
 
-class SegmentationTask(FeatureDistillation, FilePredictions):
+class SegmentationTask(DenseTask):
     """Backbone -> (multi-level rescale) -> decode head -> logits ``(B, K, H, W)``.
 
     Args:
@@ -109,28 +116,22 @@ class SegmentationTask(FeatureDistillation, FilePredictions):
         return F.interpolate(logits, size=images.shape[-2:], mode="bilinear", align_corners=False)
 
     @torch.no_grad()
-    def slide_inference(self, images: torch.Tensor, pad: Optional[torch.Tensor] = None) -> torch.Tensor:
-        """Logits averaged over windows of ``slide_crop`` taken every ``slide_stride`` (mmseg's slide mode)."""
-        hc, wc = self.hparams.slide_crop
-        hs, ws = self.hparams.slide_stride
-        B, _, H, W = images.shape
-        ny = max(math.ceil((H - hc) / hs), 0) + 1
-        nx = max(math.ceil((W - wc) / ws), 0) + 1
-        logits = images.new_zeros(B, self.hparams.num_classes, H, W)
-        count = images.new_zeros(B, 1, H, W)
-        for iy in range(ny):
-            for ix in range(nx):
-                y1, x1 = min(iy * hs, max(H - hc, 0)), min(ix * ws, max(W - wc, 0))
-                y2, x2 = min(y1 + hc, H), min(x1 + wc, W)
-                crop_pad = pad[:, y1:y2, x1:x2] if pad is not None else None
-                logits[:, :, y1:y2, x1:x2] += self(images[:, :, y1:y2, x1:x2], crop_pad)
-                count[:, :, y1:y2, x1:x2] += 1
-        return logits / count
+    def slide_labels(self, images: torch.Tensor, pad: Optional[torch.Tensor] = None) -> torch.Tensor:
+        """Labels ``(B, H, W)`` of normalised ``images`` by windows of ``slide_crop`` every
+        ``slide_stride``, class scores averaged (mmseg's slide mode; :mod:`~hydra_dense.predict.sliding`).
+        Each image is read within its own valid part (``pad`` False); its padding gets label 0."""
+        labels = torch.zeros(images.shape[0], *images.shape[-2:], dtype=torch.long, device=images.device)
+        crop, stride, K = tuple(self.hparams.slide_crop), tuple(self.hparams.slide_stride), self.hparams.num_classes
+        for i, image in enumerate(images):
+            h, w = _valid_extent(pad[i]) if pad is not None else image.shape[-2:]
+            labels[i, :h, :w] = sliding_window_labels(self, image[:, :h, :w], crop, stride, K).long()
+        return labels
 
-    def predict_logits(self, images: torch.Tensor, pad: Optional[torch.Tensor] = None) -> torch.Tensor:
+    def predict_batch_labels(self, images: torch.Tensor, pad: Optional[torch.Tensor] = None) -> torch.Tensor:
+        """Labels ``(B, H, W)``: the whole image at once, or by sliding windows (``inference: slide``)."""
         if self.hparams.inference == "slide":
-            return self.slide_inference(images, pad)
-        return self(images, pad)
+            return self.slide_labels(images, pad)
+        return self(images, pad).argmax(1)
 
     # ---- steps -----------------------------------------------------------------------------
     def training_step(self, batch, batch_idx: int) -> Optional[torch.Tensor]:
@@ -146,14 +147,13 @@ class SegmentationTask(FeatureDistillation, FilePredictions):
             aux_loss = F.cross_entropy(aux, masks, ignore_index=self.hparams.ignore_index)
             self.log("train_aux_loss", aux_loss, batch_size=images.shape[0])
             loss = loss + self.hparams.aux_weight * aux_loss
-        distill = self.distillation_loss()
-        return loss if distill is None else loss + distill
+        return self.with_distillation(loss)
 
     def _eval_step(self, batch, metrics: MetricCollection, batch_idx: int, save_overlays: bool) -> None:
         if batch is None:
             return
         images, masks, pad, idx = batch
-        preds = self.predict_logits(images, pad).argmax(1)
+        preds = self.predict_batch_labels(images, pad)
         metrics.update(preds, masks)
         if save_overlays and batch_idx < self.hparams.num_overlays and self.trainer.is_global_zero:
             self._save_overlay(images[0], masks[0], preds[0], int(idx[0]))
@@ -170,13 +170,11 @@ class SegmentationTask(FeatureDistillation, FilePredictions):
         if batch is None:
             return None
         images, _, pad, idx = batch
-        return {"index": idx, "mask": self.predict_logits(images, pad).argmax(1).to(torch.uint8)}
+        return {"index": idx, "mask": self.predict_batch_labels(images, pad).to(torch.uint8)}
 
     def predict_labels(self, image: torch.Tensor) -> torch.Tensor:
         """One image ``(3, H, W)`` uint8 of any size -> labels ``(H, W)``: whole when it fits in
         ``slide_crop``, else by sliding window with memory set by the window, not the image."""
-        from ..predict.sliding import sliding_window_labels
-
         height, width = image.shape[-2:]
         small = self.min_predict_side()
         if min(height, width) < small:  # below what the feature pyramid can take: enlarge, then back
@@ -213,7 +211,7 @@ class SegmentationTask(FeatureDistillation, FilePredictions):
     def _normalisation(self) -> tuple[tuple, tuple]:
         """The data module's ``mean`` / ``std`` (ImageNet's without one)."""
         hp = getattr(getattr(self.trainer, "datamodule", None), "hparams", None)
-        return (tuple(getattr(hp, "mean", (0.485, 0.456, 0.406))), tuple(getattr(hp, "std", (0.229, 0.224, 0.225))))
+        return tuple(getattr(hp, "mean", IMAGENET_MEAN)), tuple(getattr(hp, "std", IMAGENET_STD))
 
     def _log_metrics(self, metrics: MetricCollection, prefix: str) -> None:
         out = metrics.compute()
@@ -258,16 +256,8 @@ class SegmentationTask(FeatureDistillation, FilePredictions):
         if hasattr(experiment, "add_image"):
             experiment.add_image(f"val_overlay/{index}", np.ascontiguousarray(panel.transpose(2, 0, 1)), self.global_step)
 
-    # ---- optimisation ----------------------------------------------------------------------
-    def setup(self, stage: str) -> None:
-        """Before anything runs: the data module's kind and class count against the model's."""
-        check_data_kind(self, "segmentation")
-        dm = getattr(self.trainer, "datamodule", None) if self._trainer is not None else None
-        if dm is not None:
-            check_class_count(self, getattr(dm, "num_classes", None))
+    # ---- what the base task needs --------------------------------------------------------------
+    data_kind = "segmentation"
 
-    def configure_optimizers(self):
-        h = self.hparams
-        others = [m for m in (self.neck, self.head, self.aux) if m is not None]
-        return make_optimizer(self.backbone, others, h.lr, h.weight_decay, h.layer_decay, h.head_lr_mult,
-                              int(self.trainer.estimated_stepping_batches), h.warmup_steps, h.schedule)
+    def head_modules(self) -> list[nn.Module]:
+        return [m for m in (self.neck, self.head, self.aux) if m is not None]

@@ -12,15 +12,13 @@ from torchmetrics.classification import MulticlassAccuracy
 from torchvision import tv_tensors
 from torchvision.transforms import v2
 
-from .distill import FeatureDistillation
-from .file_predictions import FilePredictions
-from .class_names import check_class_count, check_data_kind, class_names
-from .optim import make_optimizer
+from .base import DenseTask
+from .class_names import class_names
 
 __all__ = ["VideoClassificationTask"]
 
 
-class VideoClassificationTask(FeatureDistillation, FilePredictions):
+class VideoClassificationTask(DenseTask):
     """``VideoViT`` -> pooled features -> dropout -> linear head; top-1 / top-5 from torchmetrics.
 
     Args:
@@ -90,8 +88,7 @@ class VideoClassificationTask(FeatureDistillation, FilePredictions):
         clips, soft = self._mix(clips, target)
         loss = F.cross_entropy(self(clips), soft, label_smoothing=self.hparams.label_smoothing)
         self.log("train_loss", loss, prog_bar=True, batch_size=clips.shape[0])
-        distill = self.distillation_loss()
-        return loss if distill is None else loss + distill
+        return self.with_distillation(loss)
 
     def _scores(self, clips: torch.Tensor) -> torch.Tensor:
         if clips.dim() == 6:  # (B, V, C, T, H, W): average the views' softmax per video
@@ -132,14 +129,12 @@ class VideoClassificationTask(FeatureDistillation, FilePredictions):
         self.log_dict({k: v.float() for k, v in self.test_metrics.compute().items()})
         self.test_metrics.reset()
 
-    def setup(self, stage: str) -> None:
-        """Before anything runs: the data module's kind and class count against the model's."""
-        check_data_kind(self, "video")
-        dm = getattr(self.trainer, "datamodule", None) if self._trainer is not None else None
-        if dm is not None:
-            check_class_count(self, len(names) if (names := getattr(dm, "class_names", None)) else None)
+    # ---- what the base task needs --------------------------------------------------------------
+    data_kind = "video"
 
-    def configure_optimizers(self):
-        h = self.hparams
-        return make_optimizer(self.backbone, [self.fc_norm, self.head], h.lr, h.weight_decay, h.layer_decay,
-                              h.head_lr_mult, int(self.trainer.estimated_stepping_batches), h.warmup_steps, h.schedule)
+    def data_classes(self, dm) -> Optional[int]:
+        names = getattr(dm, "class_names", None)
+        return len(names) if names else None
+
+    def head_modules(self) -> list[nn.Module]:
+        return [self.fc_norm, self.head]

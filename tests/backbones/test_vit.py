@@ -143,7 +143,7 @@ def test_timm_feature_calls_give_the_maps_of_forward(name):
                 torch.testing.assert_close(a, c, rtol=0, atol=0)
             tokens = m.forward_tokens(x, mask)[0][-1]
             torch.testing.assert_close(final, m.norm(tokens), rtol=0, atol=0)
-            torch.testing.assert_close(m.forward_features(x, mask), m.norm(tokens), rtol=0, atol=0)
+            torch.testing.assert_close(m.forward_features(x, pad_mask=mask), m.norm(tokens), rtol=0, atol=0)
             nlc = m.forward_intermediates(x, indices=1, output_fmt="NLC", intermediates_only=True, pad_mask=mask)
             torch.testing.assert_close(nlc[0], want[1].flatten(2).transpose(1, 2), rtol=0, atol=0)
         # timm's own feature wrapper (what create_model(features_only=True) builds for ViTs)
@@ -190,3 +190,17 @@ def test_traced_padded_positions_match_timms_per_image_resampling():
         assert not grid[vh:].any() and not grid[:, vw:].any()
     with pytest.raises(ValueError, match="pos_embed_antialias: false"):
         ViT("tiny", depth=1, patch_size=4, img_size=40).traced_padded_positions(valid)
+
+
+def test_timms_own_callers_of_the_feature_api_work_and_masks_go_in_as_pad_mask():
+    """timm's inherited ``get_intermediate_layers`` calls ``forward_intermediates(..., attn_mask=...)``:
+    the overrides keep timm's signatures, so it gives the maps of ``forward``."""
+    torch.manual_seed(0)
+    m = tiny(plan="hydra", out_indices=[0, 2], out_norm=False, img_size=64)
+    x = torch.randn(1, 3, 64, 64)
+    with torch.no_grad():
+        got = m.get_intermediate_layers(x, n=[0, 2], reshape=True)
+        for a, b in zip(m(x), got):
+            torch.testing.assert_close(a, b, rtol=0, atol=0)
+        with pytest.raises(ValueError, match="takes no attn_mask / is_causal; image padding goes in as pad_mask"):
+            m.forward_features(x, attn_mask=torch.ones(1, 1, 17, 17, dtype=torch.bool))

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from hydra_dense.backbones import ViT
-from hydra_dense.bench import count_flops
+from hydra_dense.bench.flops import count_flops
 from hydra_dense.bench.backbone import attention_flop_shares
 from hydra_dense.attention import plan_from_name, plan_names
 from hydra_dense.bench.input_sizes import InputSize, parse_devices, parse_size

@@ -124,16 +124,24 @@ def test_collate_pads_with_ignore_and_marks_padding():
 
 
 @pytest.mark.parametrize("head", ["uper", "linear", "setr_naive"])
-def test_slide_inference_equals_whole_when_one_window_covers(head):
+def test_slide_labels_equal_whole_when_one_window_covers_and_average_overlapping_windows(head):
     task = SegmentationTask(tiny_backbone(out_indices=[0, 1]), num_classes=4, decode_head=head, head_channels=16,
                             inference="slide", slide_crop=(48, 64), slide_stride=(32, 32)).eval()
     x = torch.randn(2, 3, 40, 56)
+    pad = torch.zeros(2, 40, 56, dtype=torch.bool)
+    pad[1, 32:], pad[1, :, 40:] = True, True  # the second image is 32 x 40, padded
     with torch.no_grad():
-        torch.testing.assert_close(task.slide_inference(x), task(x))
-        # and with overlapping windows it still returns every pixel's logits, finite
+        torch.testing.assert_close(task.slide_labels(x[:1]), task(x[:1]).argmax(1))
+        labels = task.slide_labels(x, pad)
+        torch.testing.assert_close(labels[1, :32, :40], task(x[1:, :, :32, :40]).argmax(1)[0])  # its own part only
+        # overlapping windows: each pixel's class scores averaged over the windows covering it, by hand
         task.hparams.slide_crop, task.hparams.slide_stride = (24, 24), (16, 16)
-        out = task.slide_inference(x)
-    assert out.shape == (2, 4, 40, 56) and torch.isfinite(out).all()
+        total, count = torch.zeros(4, 40, 56), torch.zeros(1, 40, 56)
+        for y in (0, 16):
+            for x0 in (0, 16, 32):
+                total[:, y:y + 24, x0:x0 + 24] += task(x[:1, :, y:y + 24, x0:x0 + 24])[0]
+                count[:, y:y + 24, x0:x0 + 24] += 1
+        torch.testing.assert_close(task.slide_labels(x[:1])[0], (total / count).argmax(0))
 
 
 def test_training_raises_miou(tmp_path):
