@@ -25,14 +25,19 @@ On top of Lightning's CLI, every run gets (see :mod:`hydra_dense.runtime`):
 from __future__ import annotations
 
 import os
+import shutil
+import sys
 import time
 from datetime import timedelta
+from pathlib import Path
 from typing import Any, Optional
 
 import lightning as L
+import torch.distributed as dist
 from lightning.pytorch.cli import LightningCLI
 from lightning.pytorch.utilities import rank_zero_info
 
+from .backbones.config_files import BackboneFileError, backbone_files_in_args, check_backbone_file
 from .runtime import (AtomicCheckpointIO, DataReport, ModelIdentityCheckpoint, NonFiniteLossGuard,
                       PeriodicLastCheckpoint, RNGStateCheckpoint, StepBoundaryRequeue, TrainingCurves,
                       check_checkpoint_matches, find_resume_checkpoint, remove_stale_temporaries)
@@ -73,10 +78,6 @@ class HydraDenseCLI(LightningCLI):
     def parse_arguments(self, parser, args) -> None:
         """Backbone YAML files are checked first: an error inside a nested backbone file would
         otherwise surface as jsonargparse's "Config file loop detected", naming nothing useful."""
-        import sys
-
-        from .backbones.config_files import BackboneFileError, backbone_files_in_args, check_backbone_file
-
         argv = list(args) if isinstance(args, (list, tuple)) else (sys.argv[1:] if args is None else [])
         for path in backbone_files_in_args(argv):
             try:
@@ -166,9 +167,6 @@ class HydraDenseCLI(LightningCLI):
         """A run refused before its first step (a data check, a checkpoint that does not fit) leaves no
         log folder: Lightning's loggers make theirs before the data module's checks run. Only a folder
         whose every file this process wrote, and none a result (checkpoints, overlays), is removed."""
-        import shutil
-        from pathlib import Path
-
         trainer = getattr(self, "trainer", None)
         if trainer is None or trainer.global_step > 0 or not trainer.is_global_zero:
             return
@@ -248,8 +246,6 @@ def _close_process_group() -> None:
     """Close the process group a finished run leaves open (under torchrun Lightning does not own
     it): left to interpreter teardown, gloo's threads have aborted a finished rank (SIGABRT,
     "terminate called without an active exception") and failed the whole job."""
-    import torch.distributed as dist
-
     if dist.is_available() and dist.is_initialized():
         dist.destroy_process_group()
 

@@ -23,12 +23,19 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-
+import matplotlib
 import numpy as np
 import torch
 from PIL import Image
 
+from hydra_dense.attention.maps import attention_maps
+from hydra_dense.backbones import ViT, load_pretrained
+from hydra_dense.cli import main as cli_main
+from hydra_dense.viz import colorize, draw_detections
+from hydra_dense.weights import DINOV2_VITS14_KWARGS, prepare_dinov2_vits14
+
 from .data.normalisation import IMAGENET_MEAN, IMAGENET_STD
+
 
 def load_image(path: str, size: int | None) -> tuple[np.ndarray, torch.Tensor]:
     try:
@@ -45,16 +52,11 @@ def load_image(path: str, size: int | None) -> tuple[np.ndarray, torch.Tensor]:
 
 def backbone_from(ckpt: str | None, plan: str):
     """A DINOv2-layout ViT-S/14 with ``plan``; weights from a task checkpoint or DINOv2."""
-    from hydra_dense.backbones import ViT, load_pretrained
-    from hydra_dense.weights import DINOV2_VITS14_KWARGS
-
     model = ViT(**DINOV2_VITS14_KWARGS, pos_embed_antialias=False, plan=plan, out_indices=[11]).eval()
     if ckpt:
         load_pretrained(model, ckpt, verbose=False)
     else:
         try:
-            from hydra_dense.weights import prepare_dinov2_vits14
-
             load_pretrained(model, prepare_dinov2_vits14(), verbose=False)
         except Exception as err:  # noqa: BLE001
             print(f"note: no pretrained weights ({err}); maps of a random network")
@@ -62,12 +64,8 @@ def backbone_from(ckpt: str | None, plan: str):
 
 
 def cmd_attention(args) -> None:
-    import matplotlib
-
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-
-    from hydra_dense.attention.maps import attention_maps
 
     arr, x = load_image(args.image, args.size)
     msa = backbone_from(args.msa, "msa")
@@ -99,8 +97,6 @@ def cmd_attention(args) -> None:
 
 def task_from(args):
     """The task and data module of ``--config`` (+ overrides), in eval mode, with ``--ckpt``'s weights."""
-    from hydra_dense.cli import main as cli_main
-
     cli = cli_main(["--config", args.config, *args.overrides], run=False)
     task = cli.model.eval()
     if args.ckpt:
@@ -109,8 +105,6 @@ def task_from(args):
 
 
 def cmd_seg(args) -> None:
-    from hydra_dense.viz import colorize
-
     task, _ = task_from(args)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -126,8 +120,6 @@ def cmd_seg(args) -> None:
 
 
 def cmd_det(args) -> None:
-    from hydra_dense.viz import draw_detections
-
     task, dm = task_from(args)
     names = getattr(dm, "class_names", None)
     out = Path(args.out)

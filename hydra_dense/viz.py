@@ -3,14 +3,14 @@ from __future__ import annotations
 
 from typing import Sequence
 
+import matplotlib
 import numpy as np
 import torch
+from torchvision.utils import draw_bounding_boxes, draw_segmentation_masks
 
 
 def palette(num_classes: int) -> np.ndarray:
     """``(num_classes, 3)`` uint8 colours: class 0 dark grey, then tab20-like hues."""
-    import matplotlib
-
     cmap = matplotlib.colormaps["tab20"]
     cols = [(60, 60, 60)] + [tuple(int(255 * c) for c in cmap(i % 20)[:3]) for i in range(num_classes - 1)]
     return np.asarray(cols[:num_classes], dtype=np.uint8)
@@ -49,8 +49,6 @@ def draw_detections(image: torch.Tensor | np.ndarray, pred: dict, class_names: S
     ``image``: ``(3, H, W)`` float in [0, 1] or uint8, or ``(H, W, 3)`` uint8. ``pred``: torchvision
     detector output (``boxes``, ``labels``, ``scores``, optional ``masks (N, 1, H, W)``).
     Returns ``(H, W, 3)`` uint8."""
-    from torchvision.utils import draw_bounding_boxes, draw_segmentation_masks
-
     img = torch.as_tensor(image)
     if img.dim() == 3 and img.shape[-1] == 3 and img.shape[0] != 3:
         img = img.permute(2, 0, 1)

@@ -12,6 +12,7 @@ from typing import Callable, Literal, Optional
 
 import torch
 import torch.nn.functional as F
+from torch.utils._python_dispatch import is_in_torch_dispatch_mode
 
 __all__ = ["hydra_attention", "hydra_attention_eager", "linear_attention", "aft_simple", "aft_simple_eager",
            "poly_nl", "poly_nl_eager", "norm_aware_hydra", "norm_aware_hydra_eager", "FeatureMapName", "feature_map_by_name", "HYDRA_EPS",
@@ -127,8 +128,6 @@ def _want_fused(q: torch.Tensor, impl: str) -> bool:
         raise ValueError(f"hydra_attention: impl must be one of 'auto', 'eager', 'fused', 'triton', got {impl!r}")
     if os.environ.get("HYDRA_DENSE_FUSED", "1") == "0" or torch.compiler.is_compiling():
         return False
-    from torch.utils._python_dispatch import is_in_torch_dispatch_mode
-
     if is_in_torch_dispatch_mode():  # e.g. FlopCounterMode: torch.compile cannot run under it
         return False
     if torch.jit.is_scripting() or q.numel() < FUSED_MIN_NUMEL:

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from .local_mixing import LOCAL_NAMES, parse_local
-from .plan import GAIN_KINDS, LOCAL_KINDS, MEAN_KINDS, AttentionPlan
+from .plan import GAIN_KINDS, MEAN_KINDS, AttentionPlan
 
 __all__ = ["BASES", "PLAN_NAMES", "plan_from_name", "plan_names"]
 

@@ -15,8 +15,9 @@ from typing import Mapping, Union
 
 import torch
 import torch.nn.functional as F
-from torch import nn
+from safetensors.torch import load_file
 from timm.layers import resample_abs_pos_embed, resample_patch_embed
+from torch import nn
 
 log = logging.getLogger(__name__)
 
@@ -80,8 +81,6 @@ def read_checkpoint(path: Union[str, Path]) -> tuple[dict[str, torch.Tensor], di
         raise FileNotFoundError(f"checkpoint {p} does not exist")
     try:
         if p.suffix == ".safetensors":
-            from safetensors.torch import load_file
-
             obj = load_file(str(p))
         else:
             obj = torch.load(p, map_location="cpu", weights_only=True)

@@ -12,6 +12,10 @@ from pathlib import Path
 from typing import Iterable, Optional, Sequence
 
 import yaml
+from jsonargparse import ArgumentParser
+
+from ..attention import AttentionPlan
+from .sizes import configured_depth
 
 __all__ = ["check_backbone_file", "backbone_files_in_args", "BackboneFileError"]
 
@@ -51,9 +55,6 @@ def check_backbone_file(path: Path) -> None:
                                     f"{', '.join(allowed)}")
     _check_types(path, cls, {k: v for k, v in init_args.items() if k in params})
     if "plan" in init_args:
-        from ..attention import AttentionPlan
-        from .sizes import configured_depth
-
         try:
             depth = configured_depth(init_args)
         except ValueError as err:
@@ -67,8 +68,6 @@ def check_backbone_file(path: Path) -> None:
 def _check_types(path: Path, cls: type, init_args: dict) -> None:
     """Each value against its constructor annotation (jsonargparse's own check, the one LightningCLI
     runs later), reported as one line naming the key, the value and the type it needs."""
-    from jsonargparse import ArgumentParser
-
     parser = ArgumentParser(exit_on_error=False)
     parser.add_class_arguments(cls, fail_untyped=False, sub_configs=True)
     try:

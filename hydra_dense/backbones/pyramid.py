@@ -1,12 +1,13 @@
 """ViTDet simple feature pyramid: multi-scale maps from a plain ViT's single-scale output."""
 from __future__ import annotations
 
+import math
 from collections import OrderedDict
 from typing import Optional, Sequence
 
 import torch
-from torch import nn
 from timm.layers import LayerNorm2d
+from torch import nn
 
 __all__ = ["SimpleFeaturePyramid", "ViTWithPyramid", "MultiLevelRescale"]
 
@@ -67,8 +68,6 @@ class SimpleFeaturePyramid(nn.Module):
 
     @staticmethod
     def _name(stride: float) -> str:
-        import math
-
         return f"p{int(round(math.log2(stride)))}"
 
     def forward(self, x: torch.Tensor, valid: Optional[torch.Tensor] = None) -> "OrderedDict[str, torch.Tensor]":

@@ -12,12 +12,13 @@ from typing import Literal, Optional, Union
 
 import torch
 import torch.nn.functional as F
+from timm.layers import DropPath, resample_patch_embed, trunc_normal_
 from torch import nn
 from torch.utils.checkpoint import checkpoint
-from timm.layers import DropPath, trunc_normal_
 
 from ..attention import AttentionPlan, MSAttention, TokenLayout
 from .blocks import PlannedBlock, apply_plan, swap_attention
+from .checkpoint import LoadReport, _split_prefix, read_state_dict
 from .sizes import vit_dims
 from .vit import PlanLike
 
@@ -191,15 +192,11 @@ class VideoViT(nn.Module):
 
     def load_image_pretrained(self, source: Union[str, dict], verbose: bool = True):
         """Inflate a timm-format image-ViT checkpoint into this video ViT (see class doc)."""
-        from .checkpoint import LoadReport, _split_prefix, read_state_dict
-
         sd = read_state_dict(source) if not isinstance(source, dict) else dict(source)
         out, notes = {}, []
         w = sd.get("patch_embed.proj.weight")
         if w is not None:
             if w.shape[-1] != self.patch_size:
-                from timm.layers import resample_patch_embed
-
                 w = resample_patch_embed(w.float(), [self.patch_size, self.patch_size])
             out["patch_embed.proj.weight"] = w.unsqueeze(2).repeat(1, 1, self.tubelet_size, 1, 1) / self.tubelet_size
             notes.append(f"patch kernel inflated over {self.tubelet_size} frames")

@@ -10,12 +10,13 @@ from typing import Any, Literal, Optional, Sequence, Union
 
 import torch
 import torch.nn.functional as F
-from torch.utils.checkpoint import checkpoint
 from timm.layers import resample_abs_pos_embed
 from timm.models.vision_transformer import VisionTransformer
+from torch.utils.checkpoint import checkpoint
 
 from ..attention import AttentionPlan, MSAttention, TokenLayout
 from .blocks import PlannedBlock, apply_plan
+from .checkpoint import load_pretrained
 from .sizes import VIT_SIZES, vit_dims
 
 __all__ = ["ViT", "VIT_SIZES", "PlanLike"]
@@ -104,8 +105,6 @@ class ViT(VisionTransformer):
         self.set_plan(plan)
         self.set_grad_checkpointing(grad_checkpointing)
         if pretrained:
-            from .checkpoint import load_pretrained
-
             load_pretrained(self, pretrained, strict=pretrained_strict)
 
     # ---- plan ------------------------------------------------------------------------------

@@ -12,9 +12,11 @@ from torch import nn
 
 from ..attention import plan_from_name
 from ..backbones import VideoViT, ViT
+from ..tasks.segmentation import SegmentationTask
+from .detection import DETECTION_PIPELINES, build_detection_pipeline, count_flops_real
 from .flops import ELEMENTWISE_PER_TOKEN_CHANNEL, count_flops, hydra_flops_by_formula
-from .memory import peak_memory_mb, peak_memory_mb_isolated
 from .input_sizes import InputSize
+from .memory import peak_memory_mb, peak_memory_mb_isolated
 from .timing import interleaved_medians
 
 __all__ = ["BenchSettings", "build_backbone", "bench_backbones", "count_backbone_flops", "attention_flop_shares", "MODELS",
@@ -62,8 +64,6 @@ PIPELINES = {"seg_uper": dict(decode_head="uper", head_channels=512, out_indices
 
 
 def _pipeline(model: str, plan: str, patch_size: int, grad_checkpointing: bool) -> nn.Module:
-    from ..tasks.segmentation import SegmentationTask
-
     task, _, backbone_name = model.partition(":")
     spec = dict(PIPELINES[task])
     cls, kwargs = MODELS[backbone_name or "vit_base"]
@@ -77,8 +77,6 @@ def _pipeline(model: str, plan: str, patch_size: int, grad_checkpointing: bool) 
 
 
 def _detection_pipeline(model: str, plan: str, patch_size: int, grad_checkpointing: bool) -> nn.Module:
-    from .detection import build_detection_pipeline
-
     task, _, backbone_name = model.partition(":")
     cls, kwargs = MODELS[backbone_name or "vit_base"]
     depth = kwargs.get("depth") or {"tiny": 12, "small": 12, "base": 12, "large": 24}[kwargs["size"]]
@@ -88,8 +86,6 @@ def _detection_pipeline(model: str, plan: str, patch_size: int, grad_checkpointi
 
 
 def _is_detection(model: str) -> bool:
-    from .detection import DETECTION_PIPELINES
-
     return model.partition(":")[0] in DETECTION_PIPELINES
 
 
@@ -103,8 +99,6 @@ def build_backbone(model: str, plan: str, patch_size: int = 16, tubelet_size: in
     if _is_detection(model):
         return _detection_pipeline(model, plan, patch_size, grad_checkpointing)
     if model not in MODELS:
-        from .detection import DETECTION_PIPELINES
-
         raise ValueError(f"unknown model {model!r}; choose from {sorted(MODELS)} or a pipeline "
                          f"{sorted(PIPELINES) + sorted(DETECTION_PIPELINES)}:<backbone>")
     cls, kwargs = MODELS[model]
@@ -174,8 +168,6 @@ def _build_step(s: BenchSettings, plan: str, size: InputSize) -> Callable[[], No
 
 def _count_real(model_name: str, plan: str, size: InputSize, s: BenchSettings) -> int:
     """FLOPs of one step on real tensors (detectors: their sampling and NMS are data dependent)."""
-    from .detection import count_flops_real
-
     torch.manual_seed(0)
     model = build_backbone(model_name, plan, s.patch_size, s.tubelet_size)
     x = _input(model, size, s.batch, "cpu")

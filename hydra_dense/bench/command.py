@@ -31,6 +31,9 @@ from typing import Any, Optional
 import torch
 from tqdm import tqdm
 
+from hydra_dense.bench.decode import DECODE_COLUMNS, bench_decode, write_test_video
+from hydra_dense.data.sources import cache_dir
+
 from ..attention import plan_from_name
 from .attention_op import OP_COLUMNS, bench_hydra_op
 from .backbone import MODELS, PIPELINES, ROW_COLUMNS, BenchSettings, attention_flop_shares, bench_backbones
@@ -192,9 +195,6 @@ def _onnxruntime_level(args: argparse.Namespace, sizes, plans: list[str], t0: fl
 
 
 def _decode_level(args: argparse.Namespace, t0: float) -> int:
-    from hydra_dense.bench.decode import DECODE_COLUMNS, bench_decode, write_test_video
-    from hydra_dense.data.sources import cache_dir
-
     video = Path(args.video) if args.video else cache_dir() / "bench" / f"pan_10s_30fps_1280x720_gop{args.gop or 'x264'}.mp4"
     if args.video and not video.is_file():
         print(f"error: --video {video} does not exist", file=sys.stderr)

@@ -22,8 +22,10 @@ import itertools
 from pathlib import Path
 from typing import Optional
 
+import av
 import numpy as np
 import torch
+from torchvision.transforms.v2 import functional as F
 
 from ..data.video import clip_indices
 from ..data.video_decode import decode_frames, decode_video, index_video
@@ -41,8 +43,6 @@ def write_test_video(path: str | Path, seconds: float = 10, fps: int = 30, width
                      gop: Optional[int] = None) -> Path:
     """An H.264 file (libx264, default settings but ``gop``: keyframe interval, None = x264's 250)
     of a textured scene panning under a moving square, so that no two frames are alike."""
-    import av
-
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     rng = np.random.default_rng(0)
@@ -65,8 +65,6 @@ def write_test_video(path: str | Path, seconds: float = 10, fps: int = 30, width
 
 
 def _resize(frames: np.ndarray, short_side: int) -> torch.Tensor:
-    from torchvision.transforms.v2 import functional as F
-
     return F.resize(torch.from_numpy(frames).permute(0, 3, 1, 2), short_side, antialias=True)
 
 

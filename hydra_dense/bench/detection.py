@@ -14,6 +14,8 @@ import torch
 from torch import nn
 from torch.utils.flop_counter import FlopCounterMode, register_flop_formula, sdpa_flop_count
 
+from ..tasks.detection import DetectionTask
+
 __all__ = ["DETECTION_PIPELINES", "DetectorStep", "build_detection_pipeline", "count_flops_real"]
 
 # pipeline name -> DetectionTask kwargs (ViTDet's Mask R-CNN layout: p2-p6, 256 channels)
@@ -65,8 +67,6 @@ class DetectorStep(nn.Module):
 
 def build_detection_pipeline(name: str, vit: nn.Module) -> DetectorStep:
     """``name`` from :data:`DETECTION_PIPELINES`; ``vit`` a ViT with ``out_indices=[-1]``."""
-    from ..tasks.detection import DetectionTask
-
     task = DetectionTask(vit, num_classes=80, min_size=1024, max_size=1024, resize_train=False, resize_eval=False,
                          **DETECTION_PIPELINES[name])
     return DetectorStep(task.detector)

@@ -16,12 +16,14 @@ from pathlib import Path
 from typing import Callable, Optional
 
 import torch
+from torch.nn.attention import SDPBackend, sdpa_kernel
 
+from ..data import demo_instances, demo_segmentation, demo_video
+from ..runtime.shipped import job_command, job_environment, shipped_file
 from .backbone import BenchSettings, bench_backbones
+from .input_sizes import parse_size
 from .kernel_check import check_kernel_numerics, measure_bandwidth, peak_bandwidth_gbs
 from .report import markdown_table
-from .input_sizes import parse_size
-from ..runtime.shipped import job_command, job_environment, shipped_file
 
 __all__ = ["CheckSizes", "FULL", "DRY", "speed_rows", "train_smoke", "SMOKE_TASKS"]
 
@@ -59,8 +61,6 @@ def speed_rows(sizes: CheckSizes, device: torch.device, mode: str) -> list[dict]
                              dtype=sizes.speed_dtype, device=device, warmup=3 if device.type == "cuda" else 1,
                              repeats=sizes.speed_repeats, memory=device.type == "cuda")
     if device.type == "cuda":
-        from torch.nn.attention import SDPBackend, sdpa_kernel
-
         with sdpa_kernel([SDPBackend.FLASH_ATTENTION]):
             return bench_backbones(settings)
     return bench_backbones(settings)
@@ -68,21 +68,15 @@ def speed_rows(sizes: CheckSizes, device: torch.device, mode: str) -> list[dict]
 
 # task -> (demo config, how to write its tiny data under a root, its main validation metric)
 def _prepare_segmentation(root: Path) -> None:
-    from ..data.demo_segmentation import prepare
-
-    prepare(root, n_train=32, n_val=8)
+    demo_segmentation.prepare(root, n_train=32, n_val=8)
 
 
 def _prepare_detection(root: Path) -> None:
-    from ..data.demo_instances import prepare
-
-    prepare(root, n_train=16, n_val=4)
+    demo_instances.prepare(root, n_train=16, n_val=4)
 
 
 def _prepare_video(root: Path) -> None:
-    from ..data.demo_video import prepare
-
-    prepare(root, n_train=16, n_val=4)
+    demo_video.prepare(root, n_train=16, n_val=4)
 
 
 SMOKE_TASKS: dict[str, tuple[str, Callable[[Path], None], str]] = {

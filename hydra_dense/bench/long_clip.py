@@ -17,6 +17,9 @@ import subprocess
 import sys
 import time
 
+from hydra_dense.bench.backbone import BenchSettings, count_backbone_flops
+from hydra_dense.bench.input_sizes import InputSize, parse_size
+from hydra_dense.bench.report import markdown_table, write_csv
 
 CHILD = r"""
 import json, sys, time, torch
@@ -36,9 +39,6 @@ print("RESULT " + json.dumps(dict(seconds=dt, peak_mem_mb=peak)))
 
 
 def flops_of(model: str, plan: str, frames: int, h: int, w: int, patch: int, tubelet: int) -> float:
-    from hydra_dense.bench.backbone import BenchSettings, count_backbone_flops
-    from hydra_dense.bench.input_sizes import InputSize
-
     s = BenchSettings(model=model, patch_size=patch, tubelet_size=tubelet, mode="train")
     return count_backbone_flops(model, plan, InputSize(h, w, frames), s)
 
@@ -54,9 +54,6 @@ def main(argv=None) -> int:
     p.add_argument("--timeout", type=float, default=600, help="seconds per step before giving up")
     p.add_argument("--csv")
     args = p.parse_args(argv)
-    from hydra_dense.bench.report import markdown_table, write_csv
-    from hydra_dense.bench.input_sizes import parse_size
-
     rows = []
     for clip in args.clips.split(","):
         size = parse_size(clip)

@@ -1,6 +1,8 @@
 """Peak memory of one call: CUDA ``max_memory_allocated``; on CPU the resident-set high-water mark."""
 from __future__ import annotations
 
+import multiprocessing as mp
+import os
 import re
 from pathlib import Path
 from typing import Callable
@@ -63,9 +65,6 @@ def peak_memory_mb_isolated(builder: Callable[[], Callable[[], object]], timeout
     (``MALLOC_MMAP_THRESHOLD_``) so freed tensors leave the resident set and VmHWM tracks tensor
     memory. Returns MiB, or an error string (e.g. out of memory).
     """
-    import multiprocessing as mp
-    import os
-
     ctx = mp.get_context("spawn")
     old = os.environ.get("MALLOC_MMAP_THRESHOLD_")
     os.environ["MALLOC_MMAP_THRESHOLD_"] = "131072"

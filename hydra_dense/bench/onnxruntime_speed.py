@@ -14,6 +14,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from .backbone import _tokens, build_backbone
 from .input_sizes import InputSize
 from .timing import interleaved_medians
 
@@ -52,8 +53,6 @@ def bench_onnxruntime(model: str, plans: Sequence[str], sizes: Sequence[InputSiz
                       progress: Optional[Callable[[str], None]] = None) -> list[dict]:
     """Rows per (size, plan): median ms in PyTorch (``inference_mode``) and onnxruntime, each
     runtime's speed-up against its own MSA, and the onnxruntime ratio as % of PyTorch's."""
-    from .backbone import _tokens, build_backbone
-
     threads = threads or torch.get_num_threads()
     say = progress or (lambda m: None)
     rows = []

@@ -7,6 +7,8 @@ import math
 from pathlib import Path
 from typing import Iterable, Optional, Sequence
 
+import matplotlib
+
 from ..runtime.atomic_file import atomic_savefig, atomic_write_text
 
 
@@ -49,8 +51,6 @@ def write_csv(rows: Sequence[dict], path: str | Path, columns: Optional[Sequence
 
 def plot_backbone_rows(rows: Iterable[dict], shares: Sequence[dict], path: str | Path, title: str = "") -> Path:
     """Throughput and peak memory against tokens per plan; attention FLOP share against resolution."""
-    import matplotlib
-
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 

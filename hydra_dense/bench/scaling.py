@@ -24,7 +24,9 @@ import tempfile
 from pathlib import Path
 from typing import Optional, Sequence
 
+import lightning as L
 import yaml
+from jsonargparse import ArgumentParser
 from torch import nn
 
 from ..data.embedded import prepare_embedded_data
@@ -54,9 +56,6 @@ def allreduce_seconds(nbytes: float, world: int, busbw_gb_s: float) -> float:
 
 def model_from_config(config: str | Path) -> nn.Module:
     """The ``model:`` of a task YAML (backbone file references resolved, no pretrained weights)."""
-    from jsonargparse import ArgumentParser
-    import lightning as L
-
     config = Path(config)
     model = yaml.safe_load(config.read_text())["model"]
     backbone = model["init_args"].get("backbone")

@@ -10,6 +10,7 @@ import html
 from pathlib import Path
 from typing import Optional, Sequence
 
+from ..bench.report import format_cell
 from ..runtime.atomic_file import atomic_write_text
 
 __all__ = ["write_html_report", "last_overlays"]
@@ -48,8 +49,6 @@ def _step(path: Path) -> int:
 
 def _table(rows: Sequence[dict], columns: Sequence[str]) -> str:
     head = "".join(f"<th>{html.escape(c)}</th>" for c in columns)
-    from ..bench.report import format_cell  # the same number formats as table.md
-
     body = "".join("<tr>" + "".join(f"<td>{html.escape(format_cell(r.get(c, '')))}</td>" for c in columns) + "</tr>"
                    for r in rows)
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"

@@ -20,7 +20,7 @@
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Literal, Optional
 
@@ -74,8 +74,6 @@ class Recipe:
     def plan_fields(self, depth: int) -> dict:
         """The plan's fields that differ from an empty plan (``default`` always): what a conversion is
         given and keyed by."""
-        from dataclasses import asdict
-
         return {k: v for k, v in asdict(self.plan(depth)).items() if v not in (None, [], 0, False) or k == "default"}
 
 

@@ -9,8 +9,12 @@ import statistics
 from pathlib import Path
 from typing import Optional
 
+import matplotlib
+
 from ..bench.report import markdown_table, write_csv
 from ..runtime.atomic_file import atomic_savefig, atomic_write_text
+from ..runtime.curves import plot_curves, read_metrics
+from .html import write_html_report
 
 __all__ = ["aggregate", "write_report", "plot_run_curves", "pareto_front", "TABLE_COLUMNS", "RUN_COLUMNS"]
 
@@ -95,8 +99,6 @@ def write_report(rows: list[dict], runs: list[dict], out: Path, header: str, leg
                  big_size: str, summary: dict) -> str:
     """Write table.md / table.csv / runs.csv / per_class.md / summary.json / accuracy_vs_speed.png /
     curves.png, and all of it as one self-contained report.html."""
-    from .html import write_html_report
-
     columns = _columns(rows)
     shown = [c for c in columns if not c.endswith("_std")]
     table = markdown_table([_fmt_pm(r) for r in rows], shown)
@@ -116,8 +118,6 @@ def write_report(rows: list[dict], runs: list[dict], out: Path, header: str, leg
 def plot_run_curves(runs: list[dict], out: Path, path: Path) -> Optional[Path]:
     """Every run's loss and validation curve in one figure (a recipe's seeds share a colour), from
     the newest ``metrics.csv`` under ``out/<recipe>/seed<n>``."""
-    from ..runtime.curves import plot_curves, read_metrics
-
     series = {}
     for r in runs:
         files = sorted((out / r["recipe"] / f"seed{r['seed']}").rglob("metrics.csv"), key=lambda f: f.stat().st_mtime)
@@ -128,8 +128,6 @@ def plot_run_curves(runs: list[dict], out: Path, path: Path) -> Optional[Path]:
 
 def plot(rows: list[dict], path: Path, big_size: str) -> Optional[Path]:
     """Score (mean ± std over seeds) against speed; the Pareto front (best score for the speed) drawn."""
-    import matplotlib
-
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 

@@ -7,9 +7,15 @@ which is why this lives above ``data/``.
 """
 from __future__ import annotations
 
+import contextvars
+import importlib
 from pathlib import Path
 from typing import Optional, Sequence, Union
 
+import yaml
+from jsonargparse import Namespace
+
+from ..cli import parse_config
 from ..data.unlabeled import UnlabeledImageDataModule
 
 __all__ = ["ConversionImages", "task_training_images", "task_data_section"]
@@ -51,16 +57,10 @@ class ConversionImages(UnlabeledImageDataModule):
 
 def task_data_section(config: Union[str, Path], overrides: Sequence[str] = ()) -> dict:
     """The ``data:`` section (``class_path`` and ``init_args``) of a task YAML after ``overrides``."""
-    import yaml
-
     path = Path(config).expanduser()
     if not path.is_file():
         raise FileNotFoundError(f"data.task_config: {path} does not exist")
     if overrides:
-        from jsonargparse import Namespace
-
-        from ..cli import parse_config
-
         parsed = parse_config(["--config", str(path), *overrides]).get("data")
         data = parsed.as_dict() if isinstance(parsed, Namespace) else parsed
     else:
@@ -76,9 +76,6 @@ def task_training_images(config: Union[str, Path], overrides: Sequence[str] = ()
     The task's data module is built and set up for ``fit``; only its image paths are taken (masks and
     boxes are never opened). Video data modules have no image files to take.
     """
-    import contextvars
-    import importlib
-
     path = Path(config).expanduser()
     data = task_data_section(path, overrides)
     module, _, name = data["class_path"].rpartition(".")

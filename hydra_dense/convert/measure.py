@@ -24,8 +24,11 @@ import sys
 from pathlib import Path
 from typing import Optional, Sequence
 
+from ..backbones import load_pretrained, read_state_dict
 from ..bench.report import write_csv
+from ..cli import main as cli_main
 from ..data.embedded import prepare_embedded_data
+from .task import relative_errors
 
 __all__ = ["errors_at_crop_sizes", "main"]
 
@@ -34,10 +37,6 @@ def errors_at_crop_sizes(config: str, crop_sizes: Sequence[int], converted: Opti
                          overrides: Sequence[str] = ()) -> list[dict]:
     """One row per crop size: ``crop``, ``tokens``, ``mean_block_error`` (over converted blocks),
     ``final_tokens_error`` and ``block_<i>`` for each converted block."""
-    from ..backbones import load_pretrained, read_state_dict
-    from ..cli import main as cli_main
-    from .task import relative_errors
-
     cli = cli_main(["--config", config, *overrides, "--trainer.logger=false"], run=False)
     task, dm = cli.model, cli.datamodule
     if converted:

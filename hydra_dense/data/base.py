@@ -2,21 +2,24 @@
 from __future__ import annotations
 
 import logging
+import time
 import warnings
 from pathlib import Path
 from typing import Callable, Optional
 
 import lightning as L
 import torch
+from torch.utils.data import DataLoader, Dataset
+
+from .files import IMAGE_EXTS, ImageFiles, collate_image_files, find_predict_files
+from .preflight import DataFilesError, report_problems
+from .sampling import ResumableSampler, SeededSamples, global_seed
+
 try:  # not re-exported at the top level; this path holds for lightning 2.4-2.6 (setup.cfg's range)
     from lightning.pytorch.overrides.distributed import UnrepeatedDistributedSampler
 except ImportError as err:  # pragma: no cover - a lightning outside the tested range
     raise ImportError(f"hydra_dense needs lightning's UnrepeatedDistributedSampler, which lightning {L.__version__} "
                       "does not have at lightning.pytorch.overrides.distributed; install lightning>=2.4,<2.7") from err
-from torch.utils.data import DataLoader, Dataset
-
-from .files import IMAGE_EXTS, ImageFiles, collate_image_files, find_predict_files
-from .sampling import ResumableSampler, SeededSamples, global_seed
 
 log = logging.getLogger(__name__)
 
@@ -167,10 +170,6 @@ class SplitDataModule(L.LightningDataModule):
         ``file_problems()``: headers only), all problems reported at once naming the files
         (:func:`~hydra_dense.data.preflight.report_problems`); and a training split that gives each
         rank at least one full batch (the last incomplete one is dropped). Each split is checked once."""
-        import time
-
-        from .preflight import report_problems
-
         splits = {None: ("train", "val", "test"), "fit": ("train", "val"), "validate": ("val",),
                   "test": ("test",)}.get(stage, ())
         self._checked_splits = self._checked_splits or set()
@@ -193,8 +192,6 @@ class SplitDataModule(L.LightningDataModule):
         world, _ = self._world()
         size, batch = len(self.datasets["train"]), self.hparams.batch_size
         if size // world < batch:
-            from .preflight import DataFilesError
-
             raise DataFilesError(f"data: the training split has {size} sample(s), fewer than one batch of "
                                  f"data.init_args.batch_size={batch} per process ({world} process(es)); the last "
                                  f"incomplete batch is dropped, so nothing would train. Lower batch_size or add data")

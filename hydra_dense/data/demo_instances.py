@@ -19,6 +19,7 @@ from typing import Optional
 
 import numpy as np
 from PIL import Image
+from pycocotools import mask as mask_utils
 
 from .demo_segmentation import CLASSES, _scene
 from .sources import cache_dir, demo_parser, is_prepared, load_mnist_5k, mark_prepared
@@ -36,8 +37,6 @@ def mask_to_rle(mask: np.ndarray, compressed: bool = True) -> dict:
     """``(H, W)`` bool -> COCO RLE: compressed (``counts`` str) or uncompressed (``counts`` list,
     column-major run lengths starting with zeros)."""
     if compressed:
-        from pycocotools import mask as mask_utils
-
         rle = mask_utils.encode(np.asfortranarray(mask.astype(np.uint8)))
         return dict(size=list(rle["size"]), counts=rle["counts"].decode("ascii"))
     flat = mask.astype(np.uint8).flatten(order="F")

@@ -15,6 +15,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Optional
 
+import av
 import numpy as np
 from PIL import Image
 
@@ -31,8 +32,6 @@ def default_root() -> Path:
 
 def write_mp4(path: Path, frames: np.ndarray, fps: int = 8) -> None:
     """``(N, H, W, 3)`` uint8 -> H.264 .mp4 (even H and W)."""
-    import av
-
     path.parent.mkdir(parents=True, exist_ok=True)
     with av.open(str(path), "w") as container:
         stream = container.add_stream("libx264", rate=fps)

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, Optional, Sequence
 
 import numpy as np
+from pycocotools import mask as mask_utils
 
 log = logging.getLogger(__name__)
 
@@ -278,8 +279,6 @@ def read_voc(xml_files: Sequence[Path], image_dir: Optional[Path] = None,
 def decode_segmentation(segm: Any, height: int, width: int) -> np.ndarray:
     """A COCO segmentation (polygon list, uncompressed RLE with a counts list, or compressed RLE)
     -> ``(height, width)`` uint8 mask, decoded by pycocotools."""
-    from pycocotools import mask as mask_utils
-
     if isinstance(segm, list):  # polygons: a list of [x1, y1, x2, y2, ...]
         polys = [p for p in segm if len(p) >= 6]
         if not polys:

@@ -28,6 +28,7 @@ import zipfile
 from pathlib import Path
 from typing import Optional
 
+import av
 import numpy as np
 from PIL import Image
 
@@ -54,8 +55,6 @@ def default_root(all_frames: bool = False) -> Path:
 
 
 def _frames(data: bytes, every: int) -> list[np.ndarray]:
-    import av
-
     with tempfile.NamedTemporaryFile(suffix=".mp4") as tmp:
         tmp.write(data)
         tmp.flush()

@@ -15,8 +15,10 @@ invalid samples instead, counting and reporting them.
 """
 from __future__ import annotations
 
+import json
 import logging
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Literal, Optional, Sequence, Union
 
@@ -29,8 +31,8 @@ from torchvision.transforms import v2
 from .base import SplitDataModule
 from .files import IMAGE_EXTS, read_image
 from .normalisation import IMAGENET_MEAN, IMAGENET_STD
-from .skipping import SkipPolicy
 from .preflight import pair_problems
+from .skipping import SkipPolicy
 
 log = logging.getLogger(__name__)
 
@@ -259,8 +261,6 @@ class SegmentationDataModule(SplitDataModule):
         self.datasets: dict[str, SegmentationDataset] = {}
 
     def _read_class_names(self) -> list[str]:
-        import json
-
         path = self.root / "classes.json"
         if not path.is_file():
             return [f"class_{i}" for i in range(self.num_classes)]
@@ -323,6 +323,4 @@ class SegmentationDataModule(SplitDataModule):
         self.check_files(stage)
 
     def collate_fn(self):
-        from functools import partial
-
         return partial(collate_segmentation, ignore_index=self.hparams.ignore_index)

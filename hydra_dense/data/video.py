@@ -30,8 +30,9 @@ from torchvision import tv_tensors
 from torchvision.transforms import v2
 
 from .base import SplitDataModule
-from .skipping import SkipPolicy
+from .files import PredictInputs, find_predict_files
 from .preflight import file_problems
+from .skipping import SkipPolicy
 from .video_decode import (IncompleteDecode, VideoError, decode_frames, decode_video, frame_files, index_video,
                            read_frame_files, read_frames)
 from .video_files import VIDEO_EXTS, find_videos
@@ -316,8 +317,6 @@ class VideoDataModule(SplitDataModule):
         return self.hparams.val_batch_size
 
     def predict_files_dataset(self, files) -> VideoClipDataset:
-        from .files import PredictInputs, find_predict_files
-
         h = self.hparams
         self.setup("predict")  # the class names, from the test split's listing
         found = find_predict_files(files, VIDEO_EXTS, folders_as_files=h.layout == "frames")

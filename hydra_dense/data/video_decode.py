@@ -22,7 +22,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional, Sequence
 
+import av
 import numpy as np
+from av.video.reformatter import VideoReformatter
 
 from .files import IMAGE_EXTS, read_image
 
@@ -38,14 +40,6 @@ class VideoError(ValueError):
 
 class IncompleteDecode(RuntimeError):
     """The seeking decoder could not deliver every requested frame; decode the whole file instead."""
-
-
-def _av():
-    try:
-        import av
-    except ImportError as err:  # pragma: no cover - a core dependency
-        raise ImportError("decoding video needs PyAV: pip install av") from err
-    return av
 
 
 def decoded_size(width: int, height: int, short_side: Optional[int]) -> tuple[int, int]:
@@ -65,8 +59,6 @@ class _RGB:
     costs a third of the conversion)."""
 
     def __init__(self, short_side: Optional[int]) -> None:
-        from av.video.reformatter import VideoReformatter
-
         self.short_side, self._scaler = short_side, VideoReformatter()
 
     def __call__(self, frame) -> np.ndarray:
@@ -80,7 +72,6 @@ def decode_video(path: str | Path, max_frames: Optional[int] = None, short_side:
     ``short_side`` scales frames down on decode (see :func:`decoded_size`). A file that breaks
     off part-way returns the frames before the break, with a warning.
     """
-    av = _av()
     path = Path(path)
     if not path.is_file():
         raise VideoError(f"video {path} does not exist")
@@ -127,7 +118,6 @@ class VideoIndex:
 def index_video(path: str | Path) -> Optional[VideoIndex]:
     """The frame index of a video, or ``None`` when its packets cannot vouch for one (missing
     timestamps, duplicates, a read error part-way): then decode the whole file instead."""
-    av = _av()
     path = Path(path)
     if not path.is_file():
         raise VideoError(f"video {path} does not exist")
@@ -165,7 +155,6 @@ def decode_frames(path: str | Path, indices: Sequence[int], index: VideoIndex, s
     receives ``decoded``: frames that came out of the decoder. Raises :class:`IncompleteDecode`
     when a requested frame does not come out (the caller then decodes the whole file).
     """
-    av = _av()
     indices = np.asarray(indices, np.int64)
     wanted = index.pts[indices]
     targets = set(wanted.tolist())

@@ -15,7 +15,14 @@ import time
 from pathlib import Path
 from typing import Optional
 
+import lightning as L
 import torch
+from jsonargparse import ArgumentParser
+
+from ..cli import parse_config
+from ..runtime.refusal import plain_refusals
+from ..runtime.resume import check_checkpoint_matches
+from .onnx import example_inputs, export_onnx, export_wrapper, onnx_parity
 
 
 def _size(text: str) -> tuple[int, int]:
@@ -28,12 +35,6 @@ def _size(text: str) -> tuple[int, int]:
 
 def build_task(config: str, ckpt_path: Optional[str], overrides: list[str]) -> torch.nn.Module:
     """The config's model with the checkpoint's weights (checked to match, named when not)."""
-    import lightning as L
-    from jsonargparse import ArgumentParser
-
-    from ..cli import parse_config
-    from ..runtime.resume import check_checkpoint_matches
-
     cfg = parse_config(["--config", config, *overrides])
     model_cfg = cfg["model"]
     if ckpt_path:
@@ -51,8 +52,6 @@ def build_task(config: str, ckpt_path: Optional[str], overrides: list[str]) -> t
 
 
 def main(argv: Optional[list[str]] = None) -> int:
-    from .onnx import example_inputs, export_onnx, export_wrapper, onnx_parity
-
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--config", required=True, help="the task YAML the model was trained with")
     p.add_argument("--ckpt_path", default=None, help="Lightning checkpoint (default: the config's weights)")
@@ -104,8 +103,6 @@ def main(argv: Optional[list[str]] = None) -> int:
 def entry(argv: Optional[list[str]] = None) -> int:
     """``hydra-dense-export`` / ``tools/export.py``: :func:`main`, refusing plainly
     (:mod:`hydra_dense.runtime.refusal`)."""
-    from ..runtime.refusal import plain_refusals
-
     return plain_refusals(main)(argv)
 
 

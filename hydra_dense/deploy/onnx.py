@@ -38,6 +38,7 @@ import torch
 from torch import nn
 
 from ..runtime.atomic_file import atomic_target
+from ..tasks import DetectionTask, SegmentationTask, VideoClassificationTask
 
 __all__ = ["ExportSpec", "export_wrapper", "example_inputs", "export_onnx", "onnx_parity"]
 
@@ -84,8 +85,6 @@ class ExportSpec:
 def export_wrapper(task: nn.Module, dynamic: bool = False) -> ExportSpec:
     """The exportable part of a task (see the module doc), in eval mode; ``dynamic``: refused
     where the graph cannot follow the size (UPerNet's pyramid pooling)."""
-    from ..tasks import DetectionTask, SegmentationTask, VideoClassificationTask
-
     task = task.eval()
     if isinstance(task, SegmentationTask):
         if dynamic and task.hparams.decode_head == "uper":

@@ -8,6 +8,7 @@ and an image padded inside a batch gives the same detections as the image alone.
 """
 from __future__ import annotations
 
+import inspect
 from collections import OrderedDict
 from typing import Any, Literal, Optional, Sequence
 
@@ -102,8 +103,6 @@ def _padding_aware_rpn(rpn: RegionProposalNetwork, **settings: Any) -> PaddingAw
     """A :class:`PaddingAwareRPN` with ``rpn``'s anchor generator and head (so the same state dict
     keys) and FasterRCNN's own ``rpn_*`` defaults, read from its signature, overridden by
     ``settings`` (the ``rpn_*`` arguments this module passes to FasterRCNN)."""
-    import inspect
-
     s = {k: p.default for k, p in inspect.signature(FasterRCNN.__init__).parameters.items() if k.startswith("rpn_")}
     s.update(settings)
     return PaddingAwareRPN(

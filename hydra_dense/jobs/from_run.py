@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import inspect
 import json
-import sys
 import tempfile
 from dataclasses import dataclass, replace
 from pathlib import Path

@@ -16,6 +16,7 @@ runs the same kernels on CPU tensors, which is how their numerics are tested wit
 """
 from __future__ import annotations
 
+import os
 from typing import Optional
 
 import torch
@@ -35,8 +36,6 @@ EPS = 1e-12
 
 def triton_usable(t: torch.Tensor) -> bool:
     """True when the Triton path can run on ``t`` (CUDA tensor, or CPU under TRITON_INTERPRET=1)."""
-    import os
-
     if not HAVE_TRITON:
         return False
     return t.is_cuda or (t.device.type == "cpu" and os.environ.get("TRITON_INTERPRET") == "1")

@@ -14,10 +14,12 @@ from typing import Callable, Optional, Sequence
 
 import numpy as np
 import torch
+import torch.distributed as dist
 from PIL import Image
 
 from ..data.files import PredictInputs
 from ..runtime.atomic_file import atomic_write_text
+from ..viz import colorize, palette
 
 log = logging.getLogger(__name__)
 
@@ -25,8 +27,6 @@ __all__ = ["PredictionOutputs", "save_label_png", "save_overlay", "top_k_row", "
 
 
 def _gather(items: list) -> list:
-    import torch.distributed as dist
-
     if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
         parts: list = [None] * dist.get_world_size()
         dist.all_gather_object(parts, items)
@@ -85,8 +85,6 @@ class PredictionOutputs:
 def save_label_png(labels: torch.Tensor, path: Path, num_classes: int) -> None:
     """``(H, W)`` labels as a palette PNG: pixel values are the class indices, the palette the
     overlays' colours (class indices above 255 are written as 16-bit grey)."""
-    from ..viz import palette
-
     array = labels.cpu().numpy()
     if num_classes > 256:
         Image.fromarray(array.astype(np.uint16)).save(path)
@@ -98,8 +96,6 @@ def save_label_png(labels: torch.Tensor, path: Path, num_classes: int) -> None:
 
 def save_overlay(image: torch.Tensor, labels: torch.Tensor, path: Path, num_classes: int, alpha: float = 0.5) -> None:
     """The labels' colours blended over ``image`` ``(3, H, W)`` uint8, saved as JPEG or PNG."""
-    from ..viz import colorize
-
     # blended in uint8 by PIL: float copies of a 4096² image would cost 200 MB each
     photo = Image.fromarray(image.permute(1, 2, 0).cpu().numpy())
     Image.blend(photo, Image.fromarray(colorize(labels, num_classes)), alpha).save(path, quality=90)

@@ -14,6 +14,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import BinaryIO, Callable, Iterator, Union
 
+import torch
+
 __all__ = ["atomic_target", "atomic_write", "atomic_write_text", "atomic_torch_save", "atomic_savefig"]
 
 
@@ -56,8 +58,6 @@ def atomic_write_text(path: Union[str, Path], text: str) -> Path:
 
 def atomic_torch_save(obj: object, path: Union[str, Path]) -> Path:
     """``torch.save(obj, path)``, whole or not at all; returns ``path``."""
-    import torch
-
     atomic_write(path, lambda fh: torch.save(obj, fh))
     return Path(path)
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Optional
 
+import lightning
 import torch
 from lightning.fabric.plugins.io.torch_io import TorchCheckpointIO
 
@@ -42,8 +43,6 @@ class AtomicCheckpointIO(TorchCheckpointIO):
         ``pytorch-lightning_version``, which Lightning's migration reads) is taken as weights of
         the current Lightning version (the model's own check has already passed:
         :func:`~hydra_dense.runtime.resume.check_checkpoint_matches`)."""
-        import lightning
-
         checkpoint = super().load_checkpoint(path, map_location=map_location, weights_only=weights_only)
         if isinstance(checkpoint, dict) and "state_dict" in checkpoint:
             checkpoint.setdefault("pytorch-lightning_version", lightning.__version__)

@@ -11,6 +11,7 @@ import math
 from pathlib import Path
 from typing import Mapping, Optional
 
+import matplotlib
 from lightning.pytorch import Callback, LightningModule, Trainer
 from lightning.pytorch.loggers import CSVLogger
 from lightning.pytorch.utilities import rank_zero_warn
@@ -53,8 +54,6 @@ def main_metric(series: Series) -> Optional[str]:
 def plot_curves(runs: Mapping[str, Series], path: Path, title: str = "") -> Optional[Path]:
     """Two panels: ``train_loss`` and the main validation metric, one line per run label. Labels
     ``"<recipe> seed <n>"`` share their recipe's colour. Returns ``path`` (None: nothing to plot)."""
-    import matplotlib
-
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 

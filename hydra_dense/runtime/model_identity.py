@@ -4,6 +4,7 @@ checkpoint is resumed, validated, predicted with or exported: MSA, Hydra and eve
 parameter names, so without it a checkpoint would load silently into another plan."""
 from __future__ import annotations
 
+import importlib
 from typing import Any, Mapping, Optional
 
 import lightning as L
@@ -44,8 +45,6 @@ def same_class(path: str, obj: Any) -> bool:
     """Whether the class at import path ``path`` is ``obj``'s class. Compared as classes, so that
     the two paths of one class (``hydra_dense.tasks.SegmentationTask``, re-exported, and
     ``hydra_dense.tasks.segmentation.SegmentationTask``) agree; as text when ``path`` does not import."""
-    import importlib
-
     module, _, name = str(path).rpartition(".")
     try:
         cls = getattr(importlib.import_module(module), name)

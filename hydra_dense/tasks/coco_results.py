@@ -7,6 +7,8 @@ from typing import Sequence
 
 import numpy as np
 import torch
+import torch.distributed as dist
+from pycocotools import mask as mask_utils
 
 from ..runtime.atomic_file import atomic_write_text
 
@@ -24,8 +26,6 @@ def detections_to_coco(pred: dict[str, torch.Tensor], image_id: int, category_id
     labels = pred["labels"].detach().cpu().tolist()
     rles = None
     if "masks" in pred:
-        from pycocotools import mask as mask_utils
-
         masks = pred["masks"].detach().cpu()
         if masks.dim() == 4:
             masks = masks[:, 0]
@@ -52,8 +52,6 @@ def write_coco_results(results: list[dict], path: str | Path) -> Path:
 def gather_results(results: list[dict]) -> list[dict]:
     """Every rank's results (all ranks must call this), ordered by image id then descending score,
     so one process and N processes write the same file."""
-    import torch.distributed as dist
-
     if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
         parts: list = [None] * dist.get_world_size()
         dist.all_gather_object(parts, results)

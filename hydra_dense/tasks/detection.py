@@ -7,11 +7,13 @@ from pathlib import Path
 from typing import Literal, Optional, Sequence
 
 import torch
+from PIL import Image
 from torch import nn
 from torchmetrics.detection import MeanAveragePrecision
 
 from ..data.normalisation import IMAGENET_MEAN, IMAGENET_STD
 from ..heads.detection import PaddedPyramidBackbone, build_detector
+from ..viz import draw_detections
 from .base import DenseTask
 from .class_names import class_names
 from .coco_results import detections_to_coco, gather_results, write_coco_results
@@ -186,10 +188,6 @@ class DetectionTask(DenseTask):
                 for p, t in zip(preds, targets)]
 
     def _predict_file(self, image: torch.Tensor, index: int) -> str:
-        from PIL import Image
-
-        from ..viz import draw_detections
-
         pred = {k: v.cpu() for k, v in self.detector([image.to(self.device).float() / 255])[0].items()}
         out = self.predictions
         name = out.inputs.names[index]
@@ -253,10 +251,6 @@ class DetectionTask(DenseTask):
         return class_names(self, self.hparams.num_classes, first=1)
 
     def _save_overlay(self, image: torch.Tensor, pred: dict, image_id: int) -> None:
-        from PIL import Image
-
-        from ..viz import draw_detections
-
         panel = draw_detections(image, pred, self._class_names())
         out = self.run_dir / "overlays" / f"step{self.global_step:06d}_image{image_id}.png"
         out.parent.mkdir(parents=True, exist_ok=True)

@@ -20,6 +20,9 @@ from typing import Any, Optional, Union
 import torch
 from torch import nn
 
+from ..attention import AttentionPlan
+from ..backbones.checkpoint import load_pretrained, read_state_dict
+
 __all__ = ["FeatureDistillation"]
 
 _KEYS = ("teacher", "weight", "plan")
@@ -35,9 +38,6 @@ class FeatureDistillation:
     def setup_distillation(self, distill: Optional[dict]) -> None:
         if not distill:
             return
-        from ..attention import AttentionPlan
-        from ..backbones.checkpoint import load_pretrained, read_state_dict
-
         unknown = sorted(set(distill) - set(_KEYS))
         if unknown or "teacher" not in distill:
             raise ValueError(f"model.distill: expected keys {list(_KEYS)} (teacher required), got {sorted(distill)}")

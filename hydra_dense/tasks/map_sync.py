@@ -4,6 +4,7 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 import torch
+import torch.distributed as dist
 from torchmetrics.detection import MeanAveragePrecision
 
 __all__ = ["gather_map_states"]
@@ -27,8 +28,6 @@ def gather_map_states(metric: MeanAveragePrecision, indices: Sequence[int]) -> N
     breaks score ties by image order). Build the metric with ``sync_on_compute=False``.
     All ranks must call this; without a process group it does nothing.
     """
-    import torch.distributed as dist
-
     if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() == 1:
         return
     names = list(metric.metric_state)

@@ -6,6 +6,7 @@ from typing import Literal, Optional
 import numpy as np
 import torch
 import torch.nn.functional as F
+from PIL import Image
 from torch import nn
 from torchmetrics import MetricCollection
 from torchmetrics.classification import MulticlassAccuracy, MulticlassConfusionMatrix
@@ -13,7 +14,9 @@ from torchmetrics.classification import MulticlassAccuracy, MulticlassConfusionM
 from ..backbones.pyramid import MultiLevelRescale
 from ..data.normalisation import IMAGENET_MEAN, IMAGENET_STD
 from ..heads.segmentation import FCNAuxHead, build_decode_head
+from ..predict.outputs import save_label_png, save_overlay
 from ..predict.sliding import sliding_window_labels
+from ..viz import overlay_panel
 from .base import DenseTask
 from .class_names import class_names
 
@@ -199,8 +202,6 @@ class SegmentationTask(DenseTask):
         return 4 * patch
 
     def _predict_file(self, image: torch.Tensor, index: int) -> str:
-        from ..predict.outputs import save_label_png, save_overlay
-
         labels = self.predict_labels(image)
         out = self.predictions
         save_label_png(labels, out.path(index, ".png"), self.hparams.num_classes)
@@ -243,14 +244,10 @@ class SegmentationTask(DenseTask):
 
     # ---- overlays --------------------------------------------------------------------------
     def _save_overlay(self, image: torch.Tensor, mask: torch.Tensor, pred: torch.Tensor, index: int) -> None:
-        from ..viz import overlay_panel
-
         mean, std = self._normalisation()
         panel = overlay_panel(image, mask, pred, self.hparams.num_classes, mean, std, self.hparams.ignore_index)
         out = self.run_dir / "overlays" / f"epoch{self.current_epoch:03d}_step{self.global_step:06d}_sample{index}.png"
         out.parent.mkdir(parents=True, exist_ok=True)
-        from PIL import Image
-
         Image.fromarray(panel).save(out)
         experiment = getattr(self.logger, "experiment", None)
         if hasattr(experiment, "add_image"):

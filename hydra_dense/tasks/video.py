@@ -12,6 +12,7 @@ from torchmetrics.classification import MulticlassAccuracy
 from torchvision import tv_tensors
 from torchvision.transforms import v2
 
+from ..predict.outputs import top_k_row, write_csv
 from .base import DenseTask
 from .class_names import class_names
 
@@ -109,16 +110,12 @@ class VideoClassificationTask(DenseTask):
             return None
         scores = self._scores(batch[0])
         if self.predictions is not None:  # files: top-5 per video into the run's CSV
-            from ..predict.outputs import top_k_row
-
             names = class_names(self, self.hparams.num_classes)
             for i, s in zip(batch[2].tolist(), scores.cpu()):
                 self.predictions.add(i, [top_k_row(self.predictions.inputs.names[i], s, names)])
         return {"index": batch[2], "scores": scores}
 
     def write_prediction_table(self, rows: list, folder: Path) -> Path:
-        from ..predict.outputs import write_csv
-
         return write_csv(rows, folder / "top5.csv")
 
     def on_validation_epoch_end(self) -> None:

@@ -1,7 +1,6 @@
 """Known refusals at the entry points: one ``error:`` line, exit 2, no traceback (``--debug`` brings it
 back), nothing left behind; and the inputs that used to be refused with the wrong cause or a
 traceback: a weights-only checkpoint, a checkpoint folder, a task on another task's data, a zero batch."""
-import sys
 
 import pytest
 import torch
