@@ -31,7 +31,7 @@ from PIL import Image
 from hydra_dense.attention.maps import attention_maps
 from hydra_dense.backbones import ViT, load_pretrained
 from hydra_dense.cli import main as cli_main
-from hydra_dense.viz import colorize, draw_detections
+from hydra_dense.drawing import colorize, draw_detections
 from hydra_dense.weights import DINOV2_VITS14_KWARGS, prepare_dinov2_vits14
 
 from .data.normalisation import IMAGENET_MEAN, IMAGENET_STD

@@ -35,11 +35,12 @@ from hydra_dense.bench.decode import DECODE_COLUMNS, bench_decode, write_test_vi
 from hydra_dense.data.sources import cache_dir
 
 from ..attention import plan_from_name
+from ..tables import markdown_table, write_csv
 from .attention_op import OP_COLUMNS, bench_hydra_op
 from .backbone import MODELS, PIPELINES, ROW_COLUMNS, BenchSettings, attention_flop_shares, bench_backbones
 from .detection import DETECTION_PIPELINES
 from .input_sizes import parse_devices, parse_dtype, parse_size
-from .report import markdown_table, plot_backbone_rows, write_csv
+from .plots import plot_backbone_rows
 
 SHOW = ["backbone", "attention", "height", "width", "frames", "tokens", "batch", "mode", "dtype", "device",
         "ms_per_iter", "throughput", "peak_mem_mb", "gflops", "attn_flop_share", "speedup_vs_msa",

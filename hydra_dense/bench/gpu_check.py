@@ -20,10 +20,10 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from ..data import demo_instances, demo_segmentation, demo_video
 from ..runtime.shipped import job_command, job_environment, shipped_file
+from ..tables import markdown_table
 from .backbone import BenchSettings, bench_backbones
 from .input_sizes import parse_size
 from .kernel_check import check_kernel_numerics, measure_bandwidth, peak_bandwidth_gbs
-from .report import markdown_table
 
 __all__ = ["CheckSizes", "FULL", "DRY", "speed_rows", "train_smoke", "SMOKE_TASKS"]
 

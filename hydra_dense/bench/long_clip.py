@@ -19,7 +19,7 @@ import time
 
 from hydra_dense.bench.backbone import BenchSettings, count_backbone_flops
 from hydra_dense.bench.input_sizes import InputSize, parse_size
-from hydra_dense.bench.report import markdown_table, write_csv
+from hydra_dense.tables import markdown_table, write_csv
 
 CHILD = r"""
 import json, sys, time, torch

@@ -32,7 +32,7 @@ from torch import nn
 from ..data.embedded import prepare_embedded_data
 from ..runtime.atomic_file import atomic_write_text
 from ..runtime.shipped import job_command, job_environment, shipped_file
-from .report import markdown_table, write_csv
+from ..tables import markdown_table, write_csv
 
 __all__ = ["measure_scaling", "allreduce_seconds", "model_from_config", "comm_cost_rows", "BUSBW_SOURCES", "main"]
 

@@ -10,8 +10,8 @@ import html
 from pathlib import Path
 from typing import Optional, Sequence
 
-from ..bench.report import format_cell
 from ..runtime.atomic_file import atomic_write_text
+from ..tables import format_cell
 
 __all__ = ["write_html_report", "last_overlays"]
 

@@ -11,9 +11,9 @@ from typing import Optional
 
 import matplotlib
 
-from ..bench.report import markdown_table, write_csv
 from ..runtime.atomic_file import atomic_savefig, atomic_write_text
 from ..runtime.curves import plot_curves, read_metrics
+from ..tables import markdown_table, write_csv
 from .html import write_html_report
 
 __all__ = ["aggregate", "write_report", "plot_run_curves", "pareto_front", "TABLE_COLUMNS", "RUN_COLUMNS"]

@@ -25,9 +25,9 @@ from pathlib import Path
 from typing import Optional, Sequence
 
 from ..backbones import load_pretrained, read_state_dict
-from ..bench.report import write_csv
 from ..cli import main as cli_main
 from ..data.embedded import prepare_embedded_data
+from ..tables import write_csv
 from .task import relative_errors
 
 __all__ = ["errors_at_crop_sizes", "main"]

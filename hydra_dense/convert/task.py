@@ -35,7 +35,7 @@ from ..backbones.video_vit import VideoViT
 from ..data.unlabeled import UnlabeledImageDataModule
 from ..tasks.optim import warmup_schedule
 from ..weights import prepare_dinov2_vits14
-from .export import write_converted
+from .checkpoint_file import write_converted
 from .objective import (final_and_levels, final_tokens, relative_mse, squared_error_sums, student_branch_outputs,
                         trace_teacher)
 

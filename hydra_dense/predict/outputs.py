@@ -18,8 +18,8 @@ import torch.distributed as dist
 from PIL import Image
 
 from ..data.files import PredictInputs
+from ..drawing import colorize, palette
 from ..runtime.atomic_file import atomic_write_text
-from ..viz import colorize, palette
 
 log = logging.getLogger(__name__)
 

@@ -51,17 +51,28 @@ def main_metric(series: Series) -> Optional[str]:
     return next((k for k in MAIN_METRICS if k in series), next((k for k in sorted(series) if k.startswith("val_")), None))
 
 
-def plot_curves(runs: Mapping[str, Series], path: Path, title: str = "") -> Optional[Path]:
-    """Two panels: ``train_loss`` and the main validation metric, one line per run label. Labels
-    ``"<recipe> seed <n>"`` share their recipe's colour. Returns ``path`` (None: nothing to plot)."""
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+def curve_layout(runs: Mapping[str, Series]) -> tuple[list[str], dict[str, list[str]]]:
+    """What :func:`plot_curves` draws: its panels (``train_loss`` and the main validation metric, those
+    any run has) and, per recipe (one colour and one legend entry each), the run labels
+    ``"<recipe> seed <n>"`` drawn in it."""
     metric = next((m for m in (main_metric(s) for s in runs.values()) if m), None)
     panels = [k for k in ("train_loss", metric) if k and any(k in s for s in runs.values())]
+    recipes: dict[str, list[str]] = {}
+    for label in runs:
+        recipes.setdefault(label.split(" seed ")[0], []).append(label)
+    return panels, recipes
+
+
+def plot_curves(runs: Mapping[str, Series], path: Path, title: str = "") -> Optional[Path]:
+    """The panels of :func:`curve_layout`, one line per run, a recipe's seeds in its colour. Returns
+    ``path`` (None: nothing to plot)."""
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt  # pyplot picks its backend when first imported: after use("Agg")
+
+    panels, by_recipe = curve_layout(runs)
     if not panels:
         return None
-    recipes = list(dict.fromkeys(label.split(" seed ")[0] for label in runs))
+    recipes = list(by_recipe)
     colours = {r: plt.get_cmap("tab10")(i % 10) for i, r in enumerate(recipes)}
     fig, axes = plt.subplots(1, len(panels), figsize=(6 * len(panels), 4.2), squeeze=False)
     for ax, key in zip(axes[0], panels):

@@ -12,8 +12,8 @@ from torch import nn
 from torchmetrics.detection import MeanAveragePrecision
 
 from ..data.normalisation import IMAGENET_MEAN, IMAGENET_STD
+from ..drawing import draw_detections
 from ..heads.detection import PaddedPyramidBackbone, build_detector
-from ..viz import draw_detections
 from .base import DenseTask
 from .class_names import class_names
 from .coco_results import detections_to_coco, gather_results, write_coco_results

@@ -13,10 +13,10 @@ from torchmetrics.classification import MulticlassAccuracy, MulticlassConfusionM
 
 from ..backbones.pyramid import MultiLevelRescale
 from ..data.normalisation import IMAGENET_MEAN, IMAGENET_STD
+from ..drawing import overlay_panel
 from ..heads.segmentation import FCNAuxHead, build_decode_head
 from ..predict.outputs import save_label_png, save_overlay
 from ..predict.sliding import sliding_window_labels
-from ..viz import overlay_panel
 from .base import DenseTask
 from .class_names import class_names
 

@@ -37,16 +37,17 @@ def test_maps_per_block_match_the_plan():
     assert all((d["map"] >= 0).all() and d["map"].sum() <= 1 + 1e-5 for d in maps if d["kind"] == "msa")
 
 
-def test_visualize_attention_tool_writes_png(tmp_path):
+def test_visualize_attention_tool_draws_msa_over_hydra_for_every_block(tmp_path):
+    """The figure a user opens: two rows (MSA weights over Hydra token shares) and one column per
+    Hydra block, 12 for the ViT-S/14 layout the tool builds (2.2 x 4.8 inches a column at 110 dpi)."""
     img = tmp_path / "x.png"
     Image.fromarray((np.random.default_rng(0).random((56, 56, 3)) * 255).astype(np.uint8)).save(img)
-    root = ROOT
     out = tmp_path / "attn.png"
-    env_ckpt = tmp_path / "w.pth"
-    ViT("small", patch_size=14, img_size=518, init_values=1e-5)  # same layout the tool builds
-    torch.save(ViT("small", patch_size=14, img_size=518, init_values=1e-5).state_dict(), env_ckpt)
-    proc = subprocess.run([sys.executable, str(root / "tools" / "visualize.py"), "attention", "--image", str(img),
-                           "--query", "1,2", "--size", "56", "--msa", str(env_ckpt), "--hydra", str(env_ckpt),
+    weights = tmp_path / "w.pth"
+    torch.save(ViT("small", patch_size=14, img_size=518, init_values=1e-5).state_dict(), weights)
+    proc = subprocess.run([sys.executable, str(ROOT / "tools" / "visualize.py"), "attention", "--image", str(img),
+                           "--query", "1,2", "--size", "56", "--msa", str(weights), "--hydra", str(weights),
                            "--out", str(out)], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
+    assert Image.open(out).size == (round(2.2 * 12 * 110), round(4.8 * 110))
     assert_drawn(out)

@@ -1,5 +1,5 @@
 """Training curves: a Lightning metrics.csv read back by hand-made rows, and the figure written."""
-from hydra_dense.runtime.curves import main_metric, plot_curves, read_metrics
+from hydra_dense.runtime.curves import curve_layout, main_metric, plot_curves, read_metrics
 from tests.helpers.images import assert_drawn
 
 CSV = """epoch,step,train_loss,val_mIoU,val_pixel_acc
@@ -22,10 +22,13 @@ def test_read_metrics_keeps_each_column_with_its_steps(tmp_path):
     assert main_metric({"val_loss": [(0, 1.0)]}) == "val_loss" and main_metric({"train_loss": []}) is None
 
 
-def test_overlay_of_runs_is_drawn_and_nothing_to_draw_is_none(tmp_path):
+def test_runs_are_drawn_a_recipes_seeds_together_and_nothing_to_draw_is_none(tmp_path):
     path = tmp_path / "metrics.csv"
     path.write_text(CSV)
     runs = {"msa seed 0": read_metrics(path), "msa seed 1": read_metrics(path), "hydra seed 0": read_metrics(path)}
+    panels, recipes = curve_layout(runs)
+    assert panels == ["train_loss", "val_mIoU"]  # the loss, and the main validation metric
+    assert recipes == {"msa": ["msa seed 0", "msa seed 1"], "hydra": ["hydra seed 0"]}  # one colour, one legend entry each
     out = plot_curves(runs, tmp_path / "curves.png", "title")
     assert out == tmp_path / "curves.png"
     assert_drawn(out)

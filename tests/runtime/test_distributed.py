@@ -24,7 +24,7 @@ def _same_metrics(a: dict, b: dict) -> None:
 
 # per task, what else the DDP run exercises: the detectors with find_unused_parameters off (every
 # parameter must get a gradient, even on batches without objects); bf16-mixed with gradient
-# accumulation. (SyncBatchNorm runs on GPUs only: see test_heads_convert_to_sync_batchnorm.)
+# accumulation. (SyncBatchNorm runs on GPUs only: tools/gpu_check.py trains under configs/cluster/gpu_ddp.yaml.)
 DDP_EXTRAS = {
     "segmentation": [],
     "detection": [],
@@ -164,20 +164,6 @@ def test_scaling_tool_measures_one_and_two_processes(tmp_path):
     assert float(one[4]) > 0 and float(two[4]) > 0
     comm = (tmp_path / "out" / "comm_cost.md").read_text()
     assert "ade20k_upernet_vit_b16.yaml" in comm and "nccl-tests" in comm
-
-
-def test_heads_convert_to_sync_batchnorm(tmp_path):
-    """``--trainer.sync_batchnorm=true`` (what Lightning calls) reaches every BatchNorm of the
-    UPerNet head and its FCN auxiliary head. torch runs SyncBatchNorm on GPUs only, so on CPU this
-    checks the conversion, not the synchronised statistics. (The detectors' pyramid uses
-    LayerNorm and torchvision's v1 heads have no norm: nothing to synchronise there.)"""
-    from hydra_dense.bench.scaling import model_from_config
-
-    model = model_from_config(write_config("segmentation", tmp_path))
-    assert sum(isinstance(m, torch.nn.BatchNorm2d) for m in model.modules()) >= 2
-    converted = torch.nn.SyncBatchNorm.convert_sync_batchnorm(model)
-    kinds = {type(m).__name__ for m in converted.modules() if "BatchNorm" in type(m).__name__}
-    assert kinds == {"SyncBatchNorm"}
 
 
 def _batch(task, model):

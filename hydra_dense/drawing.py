@@ -1,4 +1,5 @@
-"""Colour maps and overlays for masks, shared by the tasks' validation PNGs and tools/visualize.py."""
+"""Drawing for people: colour maps, mask overlays and detection boxes, shared by the tasks' validation PNGs,
+predict's outputs and tools/visualize.py."""
 from __future__ import annotations
 
 from typing import Sequence
