@@ -103,6 +103,5 @@ def main(argv: Optional[list[str]] = None) -> int:
     return 0
 
 
-def entry(argv: Optional[list[str]] = None) -> int:
-    """``tools/hydra_paths.py``: :func:`main`, refusing plainly (:mod:`hydra_dense.runtime.refusal`)."""
-    return plain_refusals(main)(argv)
+# ``tools/hydra_paths.py``: main, refusing plainly (runtime/refusal.py)
+entry = plain_refusals(main)

@@ -40,9 +40,8 @@ def main(argv: Optional[list[str]] = None) -> int:
     return 0
 
 
-def entry(argv: Optional[list[str]] = None) -> int:
-    """:func:`main`, refusing plainly (:mod:`hydra_dense.runtime.refusal`)."""
-    return plain_refusals(main)(argv)
+# ``python -m hydra_dense.convert``: main, refusing plainly (runtime/refusal.py)
+entry = plain_refusals(main)
 
 
 if __name__ == "__main__":

@@ -100,10 +100,8 @@ def main(argv: Optional[list[str]] = None) -> int:
     return 0
 
 
-def entry(argv: Optional[list[str]] = None) -> int:
-    """``hydra-dense-export`` / ``tools/export.py``: :func:`main`, refusing plainly
-    (:mod:`hydra_dense.runtime.refusal`)."""
-    return plain_refusals(main)(argv)
+# ``hydra-dense-export`` / ``tools/export.py``: main, refusing plainly (runtime/refusal.py)
+entry = plain_refusals(main)
 
 
 if __name__ == "__main__":

@@ -164,10 +164,8 @@ def main(argv: Optional[list[str]] = None) -> int:
     return 0
 
 
-def entry(argv: Optional[list[str]] = None) -> int:
-    """``hydra-dense-compare`` / ``tools/compare.py``: :func:`main`, refusing plainly
-    (:mod:`hydra_dense.runtime.refusal`)."""
-    return plain_refusals(main)(argv)
+# ``hydra-dense-compare`` / ``tools/compare.py``: main, refusing plainly (runtime/refusal.py)
+entry = plain_refusals(main)
 
 
 if __name__ == "__main__":

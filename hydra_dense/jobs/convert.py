@@ -35,9 +35,8 @@ def main(argv: Optional[list[str]] = None) -> int:
     return convert_main(args)
 
 
-def entry(argv: Optional[list[str]] = None) -> int:
-    """:func:`main`, refusing plainly (:mod:`hydra_dense.runtime.refusal`)."""
-    return plain_refusals(main)(argv)
+# ``hydra-dense-convert`` / ``tools/convert.py``: main, refusing plainly (runtime/refusal.py)
+entry = plain_refusals(main)
 
 
 if __name__ == "__main__":
