@@ -15,11 +15,22 @@ from .request import RunRequest
 __all__ = ["run_or_reuse", "RunClash"]
 
 
-def _train_in_subprocess(req: RunRequest, run_dir: Path) -> dict:
+def _same_request_was_started(req: RunRequest, run_dir: Path) -> bool:
+    """Whether ``run_dir`` holds an unfinished attempt of exactly this request (a killed job)."""
+    old = run_dir / "request.json"
+    try:
+        return json.loads(old.read_text()).get("key") == req.key
+    except (OSError, json.JSONDecodeError, UnicodeDecodeError):
+        return False
+
+
+def _train_in_subprocess(req: RunRequest, run_dir: Path, rerun: bool) -> dict:
     run_dir.mkdir(parents=True, exist_ok=True)
+    resume = not rerun and _same_request_was_started(req, run_dir)
     (run_dir / "result.json").unlink(missing_ok=True)
     atomic_write_text(run_dir / "request.json", json.dumps(req.as_json(), indent=1))
-    proc = subprocess.run(job_command("compare.worker", str(run_dir / "request.json")), env=job_environment())
+    mode = ["--resume"] if resume else []
+    proc = subprocess.run(job_command("compare.worker", *mode, str(run_dir / "request.json")), env=job_environment())
     if proc.returncode != 0 or not (run_dir / "result.json").is_file():
         raise StepFailed(f"run {req.recipe} seed {req.seed} failed (exit {proc.returncode}; its message is above); "
                          f"its request is {run_dir / 'request.json'}")
@@ -68,7 +79,7 @@ def run_or_reuse(req: RunRequest, run_dir: Path, rerun: bool, progress: JobProgr
         result = _add_eval_sizes(req, run_dir, result)
         progress.finish(req.recipe, req.seed, result, reused=True)
         return result
-    result = _train_in_subprocess(req, run_dir)
+    result = _train_in_subprocess(req, run_dir, rerun)
     progress.finish(req.recipe, req.seed, result, reused=False)
     return result
 

@@ -1,6 +1,7 @@
 """One comparison run (a recipe with one seed), in its own process so that its peak memory is its
 own: ``python -m hydra_dense.compare.worker <run_dir>/request.json`` writes ``<run_dir>/result.json``
-(``--evaluate``: only add the ``eval_sizes`` scores a finished run lacks, from its saved weights).
+(``--evaluate``: only add the ``eval_sizes`` scores a finished run lacks, from its saved weights;
+``--resume``: go on from the ``last.ckpt`` a killed attempt of the same request left).
 
 The request (:class:`~hydra_dense.compare.request.RunRequest`) holds the task config, the CLI
 overrides, the recipe's plan (or backbone YAML), the seed, and the weights to start from (the
@@ -28,7 +29,7 @@ from ..runtime.refusal import plain_refusals
 from .request import RunRequest
 from .run_setup import build_run, uses_pretrained
 
-__all__ = ["run_one", "evaluate_given", "request_overrides", "load_task_head", "scores_at_sizes", "evaluate_saved",
+__all__ = ["run_one", "interrupted_checkpoint", "evaluate_given", "request_overrides", "load_task_head", "scores_at_sizes", "evaluate_saved",
            "score_global_zeroed", "QUIET"]
 
 
@@ -101,8 +102,18 @@ def evaluate_saved(req: RunRequest, run_dir: Path) -> dict:
     return result
 
 
-def run_one(req: RunRequest, run_dir: Path) -> dict:
-    """Train, validate and measure one recipe/seed as ``req`` says; returns (and writes) the result."""
+def interrupted_checkpoint(run_dir: Path) -> Optional[Path]:
+    """The newest ``last.ckpt`` a killed attempt of this run left under ``run_dir``, or None."""
+    found = sorted(run_dir.glob("lightning_logs/version_*/checkpoints/last.ckpt"), key=lambda p: p.stat().st_mtime)
+    return found[-1] if found else None
+
+
+def run_one(req: RunRequest, run_dir: Path, resume: bool = False) -> dict:
+    """Train, validate and measure one recipe/seed as ``req`` says; returns (and writes) the result.
+    ``resume``: go on from the ``last.ckpt`` an interrupted attempt of the same request left."""
+    start = interrupted_checkpoint(run_dir) if resume else None
+    if start is not None:
+        print(f"[compare] {req.recipe} seed {req.seed}: resuming from {start}", flush=True)
     _, model, dm, trainer = build_run(Path(req.config), request_overrides(req) + QUIET, run_dir, req.plan_name,
                                       weights=req.converted, strict_weights=True)
     if req.head_from:  # converted from a trained task model: its head fits the converted features
@@ -111,7 +122,7 @@ def run_one(req: RunRequest, run_dir: Path) -> dict:
     trainer.callbacks += [clock, StepProgress(f"{req.recipe} seed {req.seed}")]
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     t0 = time.time()
-    peak = peak_memory_mb(lambda: trainer.fit(model, datamodule=dm), device)
+    peak = peak_memory_mb(lambda: trainer.fit(model, datamodule=dm, ckpt_path=start), device)
     train = dict(train_img_s=clock.images / max(clock.seconds, 1e-9), peak_train_mem_mb=peak,
                  train_min=(time.time() - t0) / 60, steps=trainer.global_step)
     return _validate_and_describe(req, run_dir, model, dm, trainer, train)
@@ -175,13 +186,17 @@ def _validate_and_describe(req: RunRequest, run_dir: Path, model, dm, trainer, t
 
 def main(argv: Optional[list[str]] = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    evaluate = argv[:1] == ["--evaluate"]
-    argv = argv[1:] if evaluate else argv
+    mode = argv[0] if argv[:1] in (["--evaluate"], ["--resume"]) else ""
+    argv = argv[1:] if mode else argv
     if len(argv) != 1:
-        print("usage: python -m hydra_dense.compare.worker [--evaluate] <run_dir>/request.json", file=sys.stderr)
+        print("usage: python -m hydra_dense.compare.worker [--evaluate | --resume] <run_dir>/request.json",
+              file=sys.stderr)
         return 2
     path = Path(argv[0])
-    (evaluate_saved if evaluate else run_one)(RunRequest.read(path), path.parent)
+    if mode == "--evaluate":
+        evaluate_saved(RunRequest.read(path), path.parent)
+    else:
+        run_one(RunRequest.read(path), path.parent, resume=mode == "--resume")
     return 0
 
 
