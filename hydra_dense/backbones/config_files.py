@@ -53,7 +53,8 @@ def check_backbone_file(path: Path) -> None:
             hint = f" (did you mean {close[0]}?)" if close else ""
             raise BackboneFileError(f"{path}: init_args.{key} is not an argument of {name}{hint}; its arguments: "
                                     f"{', '.join(allowed)}")
-    _check_types(path, cls, {k: v for k, v in init_args.items() if k in params})
+    # the plan is checked by AttentionPlan below, which names the bad kind and the kinds there are
+    _check_types(path, cls, {k: v for k, v in init_args.items() if k in params and k != "plan"})
     if "plan" in init_args:
         try:
             depth = configured_depth(init_args)

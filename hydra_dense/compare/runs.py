@@ -57,7 +57,7 @@ def _read_finished(done: Path) -> Optional[dict]:
     try:
         return json.loads(done.read_text())
     except (json.JSONDecodeError, UnicodeDecodeError):
-        print(f"[compare] {done} is not complete (a run killed while writing it): training that run again",
+        print(f"[compare] {done} is not complete (a run killed while writing it): running it again",
               flush=True)
         return None
 

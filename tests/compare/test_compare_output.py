@@ -1,4 +1,6 @@
 """What the comparison prints: progress a person can follow, no known noise, options named when bad."""
+import json
+
 import pytest
 
 from tests.helpers.compare_runs import compare_seg_config, run_compare
@@ -75,5 +77,19 @@ def test_a_half_written_result_reads_as_not_finished_and_the_run_trains_again(tm
     result.write_text(result.read_text()[:40])  # a writer killed half-way (the atomic writer prevents it)
     capfd.readouterr()
     run_compare(tmp_path, config, "out", "--plans", "msa", "--seeds", "0")
-    assert f"{result} is not complete (a run killed while writing it): training that run again" in capfd.readouterr().out
+    assert f"{result} is not complete (a run killed while writing it): running it again" in capfd.readouterr().out
     assert result.read_text().rstrip().endswith("}")
+
+
+def test_a_killed_run_goes_on_from_its_last_checkpoint_and_rerun_starts_over(tmp_path, capfd):
+    config = compare_seg_config(tmp_path, steps=2)
+    run_compare(tmp_path, config, "out", "--plans", "msa", "--seeds", "0")
+    run_dir = tmp_path / "out" / "msa" / "seed0"
+    (run_dir / "result.json").unlink()  # killed after its last checkpoint, before its result
+    left = next(run_dir.glob("lightning_logs/version_*/checkpoints/last.ckpt"))
+    capfd.readouterr()
+    run_compare(tmp_path, config, "out", "--plans", "msa", "--seeds", "0")
+    assert f"resuming from {left}" in capfd.readouterr().out
+    assert json.loads((run_dir / "result.json").read_text())["steps"] == 2
+    run_compare(tmp_path, config, "out", "--plans", "msa", "--seeds", "0", "--rerun")
+    assert "resuming" not in capfd.readouterr().out
