@@ -65,11 +65,13 @@ def silence_known_noise() -> None:
     Lightning's ``sync_dist`` advice (epoch metrics here come from torchmetrics states that are
     already all-reduced: syncing again would average identical values), and its warning that an
     epoch has fewer batches than the logging interval (the runs here are counted in steps, and
-    logging follows the global step across epochs)."""
+    logging follows the global step across epochs), and its note that a resumed attempt checkpoints
+    into a new version folder (the attempt is logged there on purpose)."""
     warnings.filterwarnings("ignore", message="LightningCLI's args parameter is intended to run from within Python")
     warnings.filterwarnings("ignore", message=r".*isinstance\(treespec, LeafSpec\)` is deprecated")
     warnings.filterwarnings("ignore", message=r"It is recommended to use `self.log\('(val|test)_")
     warnings.filterwarnings("ignore", message=r"The number of training batches \(\d+\) is smaller than the logging")
+    warnings.filterwarnings("ignore", message=r"The dirpath has changed from")
     for name in ("lightning.pytorch.utilities.rank_zero", "lightning.fabric.utilities.rank_zero"):
         logger = logging.getLogger(name)
         if not any(isinstance(f, _DropTips) for f in logger.filters):
