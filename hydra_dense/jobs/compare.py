@@ -31,6 +31,8 @@ import sys
 from pathlib import Path
 from typing import Optional
 
+import yaml
+
 from ..compare.conversion import ALIGN_CONFIG, DEFAULT_CONVERT_CONFIG, TASK_CONVERT_CONFIG, VIDEO_CONVERT_CONFIG
 from ..compare.recipes import recipe_names
 from ..runtime.progress import silence_known_noise
@@ -40,7 +42,7 @@ from .comparison import run_comparison
 from .options import ComparisonOptions
 
 __all__ = ["main", "entry", "parse_args", "ComparisonOptions", "DEMO_CONFIG", "DEFAULT_PLANS", "DEMO_PLANS",
-           "LARGE_DEMO_CONFIG", "LARGE_DEMO_PLANS", "VIDEO_DEMO_CONFIG", "VIDEO_DEMO_PLANS", "DETECTION_DEMO_CONFIG",
+           "LARGE_DEMO_CONFIG", "LARGE_DEMO_PLANS", "CONVERTIBLE_PLANS", "VIDEO_DEMO_CONFIG", "VIDEO_DEMO_PLANS", "DETECTION_DEMO_CONFIG",
            "DETECTION_CONVERT_CONFIG"]
 
 DEMO_CONFIG = "configs/segmentation/demo_digits.yaml"
@@ -53,6 +55,10 @@ DEMO_PLANS = DEFAULT_PLANS + ",hydra+mean+dwc7@converted"
 # the large-token track: the recommended recipe beside its local-only control and the ViTDet layout
 LARGE_DEMO_CONFIG = "configs/segmentation/demo_digits_large.yaml"
 LARGE_DEMO_PLANS = "msa,hydra+mean+dwc7@converted,local+dwc7@converted,vitdet8_msa,vitdet8_hydra+mean"
+# any other segmentation config on the DINOv2 ViT-S/14 backbone (the weights the conversion fits):
+# the recommended recipe beside MSA and its local-only control
+DINOV2_BACKBONE_FILE = "vit_s14_dinov2_msa.yaml"
+CONVERTIBLE_PLANS = "msa,hydra+mean+dwc7@converted,local+dwc7@converted"
 VIDEO_DEMO_CONFIG = "configs/video/demo_moving_digits.yaml"
 VIDEO_DEMO_PLANS = DEFAULT_PLANS + ",hydra@converted"
 # the detection demo starts from the same DINOv2 weights (at patch 16), so it shows the same recipe,
@@ -66,7 +72,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--config", default=DEMO_CONFIG)
     p.add_argument("--plans", help=f"recipes to compare, the first is the reference (see --list-plans); default "
                                    f"{DEMO_PLANS} for the segmentation and detection demos, {LARGE_DEMO_PLANS} for the "
-                                   f"large-token track, {VIDEO_DEMO_PLANS} for the video demo, {DEFAULT_PLANS} for "
+                                   f"large-token track, {CONVERTIBLE_PLANS} for other segmentation configs on the "
+                                   f"DINOv2 ViT-S/14 backbone, {VIDEO_DEMO_PLANS} for the video demo, {DEFAULT_PLANS} for "
                                    f"other configs")
     p.add_argument("--list-plans", action="store_true", help="print every accepted plan name, one per line")
     p.add_argument("--backbones", help="comma-separated backbone YAMLs instead of --plans")
@@ -125,7 +132,21 @@ def _default_plans(config: str, backbones: Optional[str], pretrained: str) -> tu
         return LARGE_DEMO_PLANS, convert
     if pretrained != "none" and (is_demo(DEMO_CONFIG) or is_demo(DETECTION_DEMO_CONFIG)):
         return DEMO_PLANS, convert
+    if pretrained != "none" and _segments_on_the_dinov2_backbone(Path(config)):
+        return CONVERTIBLE_PLANS, convert
     return DEFAULT_PLANS, convert
+
+
+def _segments_on_the_dinov2_backbone(config: Path) -> bool:
+    """A segmentation config whose backbone file is the DINOv2 ViT-S/14 one (or a config that cannot
+    be read: the job names its fault later)."""
+    try:
+        model = (yaml.safe_load(config.read_text()) or {}).get("model") or {}
+    except (OSError, yaml.YAMLError, AttributeError):
+        return False
+    backbone = (model.get("init_args") or {}).get("backbone") if isinstance(model, dict) else None
+    return str(model.get("class_path", "")).endswith("SegmentationTask") and isinstance(backbone, str) \
+        and Path(backbone).name == DINOV2_BACKBONE_FILE
 
 
 def parse_args(argv: Optional[list[str]] = None) -> tuple[ComparisonOptions, bool]:

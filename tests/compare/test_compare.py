@@ -241,3 +241,21 @@ def test_the_controls_get_what_zeroing_their_global_term_costs(tmp_path):
         assert float(rows[plan]["global_cost"]) == pytest.approx(sum(per_seed) / 2, abs=1e-6)
     assert float(rows["msa"]["speedup"]) == 1.0 and float(rows["local+dwc3"]["flop_ideal"]) > 0
     assert "global_cost" in (out / "table.md").read_text()
+
+
+def test_another_segmentation_config_on_the_dinov2_backbone_gets_the_recipe_and_its_local_only_control(tmp_path):
+    import yaml
+
+    from hydra_dense.jobs.compare import CONVERTIBLE_PLANS, DEFAULT_PLANS, parse_args
+    from hydra_dense.runtime.shipped import find_shipped
+
+    config = yaml.safe_load(find_shipped("configs/segmentation/demo_digits_large.yaml").read_text())
+    config["data"]["init_args"]["root"] = str(tmp_path / "held_out")
+    own = tmp_path / "own.yaml"
+    own.write_text(yaml.safe_dump(config))
+    assert parse_args(["--config", str(own)])[0].plans == CONVERTIBLE_PLANS
+    assert CONVERTIBLE_PLANS.split(",") == ["msa", "hydra+mean+dwc7@converted", "local+dwc7@converted"]
+    assert parse_args(["--config", str(own), "--pretrained", "none"])[0].plans == DEFAULT_PLANS
+    config["model"]["init_args"]["backbone"] = "../backbones/vit_b16_msa.yaml"  # no weights to convert
+    own.write_text(yaml.safe_dump(config))
+    assert parse_args(["--config", str(own)])[0].plans == DEFAULT_PLANS
