@@ -6,16 +6,7 @@ import torch
 import yaml
 
 from hydra_dense.runtime.model_identity import IDENTITY_KEY
-from tests.helpers.tiny_runs import newest_checkpoint, ok, train, write_config
-
-
-@pytest.fixture(scope="module")
-def seg_run(tmp_path_factory):
-    """A 2-step all-Hydra segmentation run: (config, checkpoint)."""
-    tmp = tmp_path_factory.mktemp("seg_identity")
-    config = write_config("segmentation", tmp, steps=2, val_every=2)
-    ok(train("fit", config, tmp / "run"))
-    return config, newest_checkpoint(tmp / "run")
+from tests.helpers.tiny_runs import ok, train, write_config
 
 
 def with_plan(config, plan, tmp_path):

@@ -7,7 +7,7 @@ import torch
 import yaml
 
 from hydra_dense.runtime.refusal import plain_refusals
-from tests.helpers.tiny_runs import newest_checkpoint, ok, train, write_config
+from tests.helpers.tiny_runs import ok, train, write_config
 
 
 def _refused(proc) -> str:
@@ -34,15 +34,6 @@ def test_an_entry_point_refuses_in_one_line_and_debug_shows_the_traceback(capsys
 
     with pytest.raises(ZeroDivisionError):
         plain_refusals(bug)([])
-
-
-@pytest.fixture(scope="module")
-def seg_run(tmp_path_factory):
-    """A tiny finished segmentation fit run: its config and last.ckpt."""
-    tmp = tmp_path_factory.mktemp("seg")
-    config = write_config("segmentation", tmp, steps=2, val_every=2)
-    ok(train("fit", config, tmp / "run"))
-    return config, newest_checkpoint(tmp / "run")
 
 
 def test_a_refused_fit_prints_one_line_and_leaves_no_log_folder(tmp_path):
