@@ -17,13 +17,13 @@ from typing import Optional
 import torch
 
 from ..runtime.refusal import plain_refusals
-from .compare import LARGE_DEMO_CONFIG
+from .compare import CONVERTIBLE_PLANS, LARGE_DEMO_CONFIG
 from .compare import main as compare_main
 
 __all__ = ["main", "entry", "GPU_TRACK_PLANS"]
 
 # MSA, the recommended all-Hydra recipe and its control: the same local branch without the global term
-GPU_TRACK_PLANS = "msa,hydra+mean+dwc7@converted,local+dwc7@converted"
+GPU_TRACK_PLANS = CONVERTIBLE_PLANS
 
 
 def comparison_arguments(dry_run: bool, out: str, extra: list[str]) -> list[str]:
