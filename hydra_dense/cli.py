@@ -47,7 +47,7 @@ from .runtime.refusal import KNOWN_REFUSALS, plain_refusals
 from .runtime.resume import read_saved_settings
 
 SPECIAL_CKPT = ("best", "hpc", "registry")
-# what a run writes into its log folder before its first step (nothing a person would want kept)
+# what a run writes into its log folder before training starts (nothing a person would want kept)
 _LOG_ONLY = ("hparams.yaml", "metrics.csv", "config.yaml")
 _PROCESS_START = time.time()
 
@@ -164,7 +164,7 @@ class HydraDenseCLI(LightningCLI):
             raise
 
     def _remove_refused_log_folder(self) -> None:
-        """A run refused before its first step (a data check, a checkpoint that does not fit) leaves no
+        """A run refused before training starts (a data check, a checkpoint that does not fit) leaves no
         log folder: Lightning's loggers make theirs before the data module's checks run. Only a folder
         whose every file this process wrote, and none a result (checkpoints, overlays), is removed."""
         trainer = getattr(self, "trainer", None)
