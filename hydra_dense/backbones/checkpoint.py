@@ -55,8 +55,8 @@ class LoadReport:
 
     def __str__(self) -> str:
         lines = [f"loaded {self.source}"]
-        new = [f"{len(self.new)} local-mixing tensors ({self.new[0]} ...), zero-initialised: the blocks start "
-               "as without them"] if self.new else []
+        new = [f"{len(self.new)} tensors ({self.new[0]} ...) that start as a no-op (local mixing at zero, "
+               "global gains at 1)"] if self.new else []
         for title, keys in (("adapted", self.adapted), ("new in this plan", new),
                             ("missing (kept at init)", self.missing), ("unexpected (ignored)", self.unexpected)):
             if keys:
