@@ -34,3 +34,20 @@ def test_relative_links_resolve():
                 assert (page.parent / target).exists(), f"{page.name}: link {target} is broken"
 
 
+
+
+def _heading_anchors(page) -> set:
+    """GitHub's anchors for a page's headings: lower case, punctuation dropped, spaces as hyphens."""
+    headings = re.findall(r"^#+ (.*)$", page.read_text(), flags=re.M)
+    return {re.sub(r"[^\w\- ]", "", h.strip().lower()).replace(" ", "-") for h in headings}
+
+
+def test_link_anchors_name_a_heading():
+    pages = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+    broken = []
+    for page in pages:
+        for target, anchor in re.findall(r"\]\(([^)#\s]*)#([^)\s]+)\)", page.read_text()):
+            linked = page.parent / target if target else page
+            if linked.suffix == ".md" and anchor not in _heading_anchors(linked):
+                broken.append(f"{page.name}: {target}#{anchor}")
+    assert not broken, f"links to headings that do not exist: {broken}"
