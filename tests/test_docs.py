@@ -34,11 +34,10 @@ def test_relative_links_resolve():
                 assert (page.parent / target).exists(), f"{page.name}: link {target} is broken"
 
 
-
-
 def _heading_anchors(page) -> set:
     """GitHub's anchors for a page's headings: lower case, punctuation dropped, spaces as hyphens."""
-    headings = re.findall(r"^#+ (.*)$", page.read_text(), flags=re.M)
+    prose = re.sub(r"^```.*?^```", "", page.read_text(), flags=re.M | re.S)  # a shell comment is no heading
+    headings = re.findall(r"^#+ (.*)$", prose, flags=re.M)
     return {re.sub(r"[^\w\- ]", "", h.strip().lower()).replace(" ", "-") for h in headings}
 
 
