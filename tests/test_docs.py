@@ -1,6 +1,8 @@
 """The README and docs/ name only files that exist, and every shipped YAML builds."""
+import csv
 import glob
 import re
+import statistics
 
 import pytest
 
@@ -50,3 +52,35 @@ def test_link_anchors_name_a_heading():
             if linked.suffix == ".md" and anchor not in _heading_anchors(linked):
                 broken.append(f"{page.name}: {target}#{anchor}")
     assert not broken, f"links to headings that do not exist: {broken}"
+
+
+RESULTS = ROOT / "docs" / "results"
+# README's accuracy table: a row (by its first cell), its per-run CSV, the score column, and the runs
+# (column -> value) whose mean ± std the row shows
+HEADLINE_ROWS = [
+    ("segmentation, DINOv2 ViT-S/14", "seg_recipes_runs.csv", "val_mIoU",
+     [{"recipe": "msa"}, {"recipe": "hydra+mean+dwc7@converted"}]),
+    ("segmentation, large-token track", "seg_large_runs.csv", "score",
+     [{"recipe": "msa"}, {"recipe": "hydra+mean+dwc7@converted"}, {"recipe": "local+dwc7@converted"}]),
+    ("video, motion direction", "video_recipes_runs.csv", "score",
+     [{"recipe": "msa"}, {"recipe": "hydra"}, {"recipe": "hydra@converted"}]),
+    ("detection, digits", "det_digits_runs.csv", "val_AP50",
+     [{"recipe": "msa", "steps": "600"}, {"recipe": "hydra+mean+dwc7@converted", "steps": "600"}]),
+]
+
+
+@pytest.mark.parametrize("first_cell, runs_csv, column, selections", HEADLINE_ROWS, ids=[r[0] for r in HEADLINE_ROWS])
+def test_headline_accuracy_is_the_mean_of_its_runs(first_cell, runs_csv, column, selections):
+    """Every mean ± std in README's accuracy table is computed from the per-run CSV it cites,
+    over as many seeds as the row says (3 unless it states another count)."""
+    rows = [line for line in (ROOT / "README.md").read_text().splitlines() if line.startswith(f"| {first_cell}")]
+    assert len(rows) == 1, f"README has {len(rows)} accuracy rows starting {first_cell!r}"
+    stated = re.search(r"(\d+) seeds \|", rows[0])
+    seeds = int(stated.group(1)) if stated else 3
+    with open(RESULTS / runs_csv, newline="") as f:
+        runs = list(csv.DictReader(f))
+    for selection in selections:
+        scores = [float(r[column]) for r in runs if all(r[k] == v for k, v in selection.items())]
+        assert len(scores) == seeds, f"{runs_csv} has {len(scores)} runs of {selection}, the README row says {seeds}"
+        shown = f"{statistics.mean(scores):.1f} ± {statistics.stdev(scores):.1f}"
+        assert shown in rows[0], f"README's {first_cell!r} row does not show {shown} ({selection} in {runs_csv})"
