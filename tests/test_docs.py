@@ -66,6 +66,7 @@ HEADLINE_ROWS = [
      [{"recipe": "msa"}, {"recipe": "hydra"}, {"recipe": "hydra@converted"}]),
     ("detection, digits", "det_digits_runs.csv", "val_AP50",
      [{"recipe": "msa", "steps": "600"}, {"recipe": "hydra+mean+dwc7@converted", "steps": "600"},
+      {"recipe": "local+dwc7@converted", "steps": "600"},
       {"recipe": "hydra", "steps": "300"}, {"recipe": "msa", "steps": "300", "seed": ("0", "1", "2")}]),
 ]
 
