@@ -3,27 +3,43 @@ and its local-only control, 3 seeds each, 1,000 fine-tuning steps, written as th
 usual table (``<out>/table.md``, ``report.html``, ...) with speed at the track's 448² (1,024 tokens)
 and at 1024².
 
-    python tools/gpu_track.py                   # one CUDA GPU; about 8 minutes on an H200 (bf16)
-    python tools/gpu_track.py --dry-run         # the same command at toy steps on the CPU (CI runs it)
+    python tools/gpu_track.py                   # one CUDA GPU (bf16)
+    python tools/gpu_track.py --dry-run         # the same command at toy steps on the CPU
+
+A ViT-S at batch 8 leaves most of an H200 idle, so the runs share it: each seed-0 run (and the
+conversion its recipe needs) first, all at once, then the other seeds at once, each in its own
+process with its log in ``<out>/logs/``. A last comparison over the same folder reuses every
+finished run, times the models alone on the GPU and writes the table (its training columns,
+``train_img_s`` and memory, were measured with the runs sharing the GPU). ``--at-once 1`` runs them
+one after another in a single comparison instead.
 
 Extra ``--key=value`` arguments go to the comparison (LightningCLI overrides included).
 """
 from __future__ import annotations
 
 import argparse
+import os
+import subprocess
 import sys
+import time
+from pathlib import Path
 from typing import Optional
 
 import torch
 
-from ..runtime.refusal import plain_refusals
+from ..compare.conversion import DEFAULT_CONVERT_CONFIG
+from ..compare.run_setup import pretrained_weights
+from ..data.embedded import prepare_embedded_data
+from ..runtime.refusal import StepFailed, plain_refusals
+from ..runtime.shipped import find_shipped
 from .compare import CONVERTIBLE_PLANS, LARGE_DEMO_CONFIG
 from .compare import main as compare_main
 
-__all__ = ["main", "entry", "GPU_TRACK_PLANS"]
+__all__ = ["main", "entry", "GPU_TRACK_PLANS", "comparison_arguments", "worker_arguments", "worker_batches"]
 
 # MSA, the recommended all-Hydra recipe and its control: the same local branch without the global term
 GPU_TRACK_PLANS = CONVERTIBLE_PLANS
+SEEDS = (0, 1, 2)
 
 
 def comparison_arguments(dry_run: bool, out: str, extra: list[str]) -> list[str]:
@@ -33,18 +49,74 @@ def comparison_arguments(dry_run: bool, out: str, extra: list[str]) -> list[str]
         return args + ["--seeds", "0", "--max-steps", "2", "--convert-steps", "2", "--speed-size", "0",
                        "--speed-repeats", "1", "--trainer.val_check_interval=2", "--trainer.limit_val_batches=2",
                        "--data.init_args.limit_train=16", *extra]
-    return args + ["--seeds", "0,1,2", "--max-steps", "1000", "--trainer.val_check_interval=500",
-                   "--trainer.precision=bf16-mixed", "--data.init_args.num_workers=8", *extra]
+    return args + ["--seeds", ",".join(map(str, SEEDS)), "--max-steps", "1000", "--trainer.val_check_interval=500",
+                   "--trainer.precision=bf16-mixed", "--data.init_args.num_workers=4", *extra]
+
+
+def worker_arguments(full: list[str], plan: str, seed: int) -> list[str]:
+    """One recipe x seed of the comparison ``full``: the same overrides (so the last pass finds the
+    run finished and reuses it), that plan and seed, and no big-input timing (the last pass times)."""
+    args = list(full)
+    args[args.index("--plans") + 1] = plan
+    args[args.index("--seeds") + 1] = str(seed)
+    return args + ["--speed-size", "0"]
+
+
+def worker_batches(plans: str, seeds: tuple[int, ...] = SEEDS) -> list[list[tuple[str, int]]]:
+    """The (plan, seed) runs in the order they can share the GPU: the first seed of every plan
+    together (an ``@converted`` plan converts there, once, into the shared conversion cache), then
+    every other run together, when each conversion is cached."""
+    names = [p.strip() for p in plans.split(",") if p.strip()]
+    return [[(p, seeds[0]) for p in names], [(p, s) for p in names for s in seeds[1:]]]
+
+
+def _run_together(batch: list[tuple[str, int]], full: list[str], logs: Path, at_once: int) -> None:
+    """Run the batch's workers, at most ``at_once`` at a time; a failed one stops the job naming its log."""
+    logs.mkdir(parents=True, exist_ok=True)
+    waiting, running = list(batch), []
+    while waiting or running:
+        while waiting and len(running) < at_once:
+            plan, seed = waiting.pop(0)
+            log = logs / f"{plan.replace('@', '_at_')}_seed{seed}.log"
+            cmd = [sys.executable, "-m", "hydra_dense.jobs.compare", *worker_arguments(full, plan, seed)]
+            with open(log, "w") as fh:
+                running.append((plan, seed, log, time.time(), subprocess.Popen(
+                    cmd, stdout=fh, stderr=subprocess.STDOUT, env=dict(os.environ, PYTHONUNBUFFERED="1"))))
+            print(f"[gpu_track] started {plan} seed {seed} (log {log})", flush=True)
+        time.sleep(2)
+        for item in [r for r in running if r[4].poll() is not None]:
+            plan, seed, log, started, proc = item
+            running.remove(item)
+            if proc.returncode != 0:
+                for _, _, _, _, other in running:
+                    other.terminate()
+                raise StepFailed(f"{plan} seed {seed} failed (exit {proc.returncode}); its log: {log}")
+            print(f"[gpu_track] {plan} seed {seed} done in {(time.time() - started) / 60:.1f} min", flush=True)
 
 
 def main(argv: Optional[list[str]] = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--dry-run", action="store_true", help="toy steps on the CPU, one seed (what CI runs)")
+    p.add_argument("--dry-run", action="store_true", help="toy steps on the CPU, one seed, one process")
     p.add_argument("--out", default="runs/gpu_track")
+    p.add_argument("--at-once", type=int, default=6, help="runs sharing the GPU at a time (1: one comparison, "
+                                                          "one run after another)")
     args, extra = p.parse_known_args(argv)
     if not args.dry_run and not torch.cuda.is_available():
         raise ValueError("the GPU track needs a CUDA GPU; --dry-run runs the same command at toy steps on the CPU")
-    return compare_main(comparison_arguments(args.dry_run, args.out, extra))
+    if args.at_once < 1:
+        raise ValueError(f"--at-once {args.at_once}: give 1 or more runs at a time")
+    full = comparison_arguments(args.dry_run, args.out, extra)
+    if not args.dry_run and args.at_once > 1:
+        started = time.time()
+        # the data and weights every worker reads, prepared once here rather than by workers racing
+        for config in (LARGE_DEMO_CONFIG, DEFAULT_CONVERT_CONFIG):
+            prepare_embedded_data(find_shipped(config) or Path(config))
+        pretrained_weights("auto")
+        for batch in worker_batches(GPU_TRACK_PLANS):
+            _run_together(batch, full, Path(args.out) / "logs", args.at_once)
+        print(f"[gpu_track] all runs done in {(time.time() - started) / 60:.1f} min; timing and the table",
+              flush=True)
+    return compare_main(full)
 
 
 # ``tools/gpu_track.py``: main, refusing plainly (runtime/refusal.py)

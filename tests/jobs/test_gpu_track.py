@@ -1,9 +1,32 @@
 """The GPU track's command (its CPU dry run, ``python tools/gpu_track.py --dry-run``, takes about 8
 minutes on 2 cores: run by hand, not in the suite)."""
-from hydra_dense.jobs.gpu_track import GPU_TRACK_PLANS, comparison_arguments
+from dataclasses import asdict
+
+from hydra_dense.jobs.compare import parse_args
+from hydra_dense.jobs.gpu_track import GPU_TRACK_PLANS, comparison_arguments, worker_arguments, worker_batches
 
 
 def test_the_full_scale_command_is_three_seeds_of_1000_steps_in_bf16():
     args = comparison_arguments(False, "runs/x", [])
     assert args[args.index("--seeds") + 1] == "0,1,2" and args[args.index("--max-steps") + 1] == "1000"
     assert "--trainer.precision=bf16-mixed" in args and args[args.index("--plans") + 1] == GPU_TRACK_PLANS
+
+
+def test_a_worker_asks_for_its_run_exactly_as_the_last_pass_does():
+    """The last pass reuses a worker's run only if every training setting matches; a mismatch
+    would silently train all nine runs again."""
+    full = comparison_arguments(False, "runs/x", ["--trainer.gradient_clip_val=1.0"])
+    whole, _ = parse_args(full)
+    one, _ = parse_args(worker_arguments(full, "local+dwc7@converted", 2))
+    assert (one.plans, one.seeds, one.speed_size) == ("local+dwc7@converted", [2], "0")
+    assert whole.speed_size == "1024"
+    differ = {k for k, v in asdict(one).items() if asdict(whole)[k] != v}
+    assert differ == {"plans", "seeds", "speed_size"}
+    assert "--trainer.gradient_clip_val=1.0" in one.overrides
+
+
+def test_first_seeds_share_the_gpu_before_the_rest_so_each_conversion_runs_once():
+    first, rest = worker_batches("msa,hydra+mean+dwc7@converted,local+dwc7@converted")
+    assert first == [("msa", 0), ("hydra+mean+dwc7@converted", 0), ("local+dwc7@converted", 0)]
+    assert sorted(rest) == sorted((p, s) for p in ("msa", "hydra+mean+dwc7@converted", "local+dwc7@converted")
+                                  for s in (1, 2))
