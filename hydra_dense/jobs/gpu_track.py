@@ -6,9 +6,10 @@ and at 1024².
     python tools/gpu_track.py                   # one CUDA GPU (bf16)
     python tools/gpu_track.py --dry-run         # the same command at toy steps on the CPU
 
-A ViT-S at batch 8 leaves most of an H200 idle, so the runs share it: each seed-0 run (and the
-conversion its recipe needs) first, all at once, then the other seeds at once, each in its own
-process with its log in ``<out>/logs/``. A last comparison over the same folder reuses every
+A ViT-S at batch 8 leaves most of an H200 idle, so the runs share it, up to ``--at-once`` at a
+time, each in its own process with its log in ``<out>/logs/``: every MSA seed and each recipe's
+seed 0 (which converts once, into the shared cache) start together, and a recipe's other seeds
+start when its seed 0 is done. A last comparison over the same folder reuses every
 finished run, times the models alone on the GPU and writes the table (its training columns,
 ``train_img_s`` and memory, were measured with the runs sharing the GPU). ``--at-once 1`` runs them
 one after another in a single comparison instead.
@@ -35,7 +36,7 @@ from ..runtime.shipped import find_shipped
 from .compare import CONVERTIBLE_PLANS, LARGE_DEMO_CONFIG
 from .compare import main as compare_main
 
-__all__ = ["main", "entry", "GPU_TRACK_PLANS", "comparison_arguments", "worker_arguments", "worker_batches"]
+__all__ = ["main", "entry", "GPU_TRACK_PLANS", "comparison_arguments", "worker_arguments", "track_runs", "ready_runs"]
 
 # MSA, the recommended all-Hydra recipe and its control: the same local branch without the global term
 GPU_TRACK_PLANS = CONVERTIBLE_PLANS
@@ -62,21 +63,28 @@ def worker_arguments(full: list[str], plan: str, seed: int) -> list[str]:
     return args + ["--speed-size", "0"]
 
 
-def worker_batches(plans: str, seeds: tuple[int, ...] = SEEDS) -> list[list[tuple[str, int]]]:
-    """The (plan, seed) runs in the order they can share the GPU: the first seed of every plan
-    together (an ``@converted`` plan converts there, once, into the shared conversion cache), then
-    every other run together, when each conversion is cached."""
+def track_runs(plans: str, seeds: tuple[int, ...] = SEEDS) -> list[tuple[str, int]]:
+    """Every (plan, seed) run of the track, seed by seed."""
     names = [p.strip() for p in plans.split(",") if p.strip()]
-    return [[(p, seeds[0]) for p in names], [(p, s) for p in names for s in seeds[1:]]]
+    return [(p, s) for s in seeds for p in names]
 
 
-def _run_together(batch: list[tuple[str, int]], full: list[str], logs: Path, at_once: int) -> None:
-    """Run the batch's workers, at most ``at_once`` at a time; a failed one stops the job naming its log."""
+def ready_runs(waiting: list[tuple[str, int]], finished: set[tuple[str, int]],
+               seeds: tuple[int, ...] = SEEDS) -> list[tuple[str, int]]:
+    """The waiting runs that may start now: a plan with a step before its training (``@converted``
+    and the like) waits for its first seed, which does that step once into the shared cache, before
+    its other seeds start; any other run may start at once."""
+    return [(p, s) for p, s in waiting if "@" not in p or s == seeds[0] or (p, seeds[0]) in finished]
+
+
+def _run_together(runs: list[tuple[str, int]], full: list[str], logs: Path, at_once: int) -> None:
+    """Run every (plan, seed) worker, at most ``at_once`` at a time, each as soon as it is ready; a
+    failed one stops the job naming its log."""
     logs.mkdir(parents=True, exist_ok=True)
-    waiting, running = list(batch), []
+    waiting, running, finished = list(runs), [], set()
     while waiting or running:
-        while waiting and len(running) < at_once:
-            plan, seed = waiting.pop(0)
+        for plan, seed in ready_runs(waiting, finished)[: at_once - len(running)]:
+            waiting.remove((plan, seed))
             log = logs / f"{plan.replace('@', '_at_')}_seed{seed}.log"
             cmd = [sys.executable, "-m", "hydra_dense.jobs.compare", *worker_arguments(full, plan, seed)]
             with open(log, "w") as fh:
@@ -91,6 +99,7 @@ def _run_together(batch: list[tuple[str, int]], full: list[str], logs: Path, at_
                 for _, _, _, _, other in running:
                     other.terminate()
                 raise StepFailed(f"{plan} seed {seed} failed (exit {proc.returncode}); its log: {log}")
+            finished.add((plan, seed))
             print(f"[gpu_track] {plan} seed {seed} done in {(time.time() - started) / 60:.1f} min", flush=True)
 
 
@@ -112,8 +121,7 @@ def main(argv: Optional[list[str]] = None) -> int:
         for config in (LARGE_DEMO_CONFIG, DEFAULT_CONVERT_CONFIG):
             prepare_embedded_data(find_shipped(config) or Path(config))
         pretrained_weights("auto")
-        for batch in worker_batches(GPU_TRACK_PLANS):
-            _run_together(batch, full, Path(args.out) / "logs", args.at_once)
+        _run_together(track_runs(GPU_TRACK_PLANS), full, Path(args.out) / "logs", args.at_once)
         print(f"[gpu_track] all runs done in {(time.time() - started) / 60:.1f} min; timing and the table",
               flush=True)
     return compare_main(full)

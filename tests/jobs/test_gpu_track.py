@@ -3,7 +3,8 @@ minutes on 2 cores: run by hand, not in the suite)."""
 from dataclasses import asdict
 
 from hydra_dense.jobs.compare import parse_args
-from hydra_dense.jobs.gpu_track import GPU_TRACK_PLANS, comparison_arguments, worker_arguments, worker_batches
+from hydra_dense.jobs.gpu_track import (GPU_TRACK_PLANS, comparison_arguments, ready_runs, track_runs,
+                                        worker_arguments)
 
 
 def test_the_full_scale_command_is_three_seeds_of_1000_steps_in_bf16():
@@ -25,8 +26,10 @@ def test_a_worker_asks_for_its_run_exactly_as_the_last_pass_does():
     assert "--trainer.gradient_clip_val=1.0" in one.overrides
 
 
-def test_first_seeds_share_the_gpu_before_the_rest_so_each_conversion_runs_once():
-    first, rest = worker_batches("msa,hydra+mean+dwc7@converted,local+dwc7@converted")
-    assert first == [("msa", 0), ("hydra+mean+dwc7@converted", 0), ("local+dwc7@converted", 0)]
-    assert sorted(rest) == sorted((p, s) for p in ("msa", "hydra+mean+dwc7@converted", "local+dwc7@converted")
-                                  for s in (1, 2))
+def test_a_recipe_s_other_seeds_wait_for_its_first_so_each_conversion_runs_once():
+    hydra, local = "hydra+mean+dwc7@converted", "local+dwc7@converted"
+    runs = track_runs(f"msa,{hydra},{local}")
+    assert len(runs) == 9 and len(set(runs)) == 9
+    assert ready_runs(runs, set()) == [("msa", 0), (hydra, 0), (local, 0), ("msa", 1), ("msa", 2)]
+    after_hydra = [r for r in runs if r not in {("msa", 0), (hydra, 0), (local, 0), ("msa", 1), ("msa", 2)}]
+    assert ready_runs(after_hydra, {(hydra, 0)}) == [(hydra, 1), (hydra, 2)]
