@@ -5,24 +5,24 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Optional
 
 import yaml
 
 from ..runtime.shipped import find_shipped
 from . import demo_detection, demo_instances, demo_segmentation, demo_video, natural_images
 
-__all__ = ["EMBEDDED", "prepare_embedded_data", "data_paths", "string_values"]
+__all__ = ["EMBEDDED", "data_paths", "embedded_roots", "prepare_embedded_data", "string_values"]
 
-# folder name under the cache -> what writes it (cached, idempotent); looked up when called
-EMBEDDED: dict[str, Callable[[], object]] = {
-    "digit_scenes": lambda: demo_segmentation.prepare(),
-    "digit_scenes_448": lambda: demo_segmentation.prepare_large(),
-    "moving_digits": lambda: demo_video.prepare(),
-    "deepforest_trees": lambda: demo_detection.prepare(),
-    "digit_instances": lambda: demo_instances.prepare(),
-    "natural_images": lambda: natural_images.prepare(),
-    "natural_images_all": lambda: natural_images.prepare(all_frames=True),
+# folder name under the cache -> what writes it there, or at the given root (cached, idempotent)
+EMBEDDED: dict[str, Callable[[Optional[Path]], object]] = {
+    "digit_scenes": lambda root: demo_segmentation.prepare(root),
+    "digit_scenes_448": lambda root: demo_segmentation.prepare_large(root),
+    "moving_digits": lambda root: demo_video.prepare(root),
+    "deepforest_trees": lambda root: demo_detection.prepare(root),
+    "digit_instances": lambda root: demo_instances.prepare(root),
+    "natural_images": lambda root: natural_images.prepare(root),
+    "natural_images_all": lambda root: natural_images.prepare(root, all_frames=True),
 }
 
 
@@ -51,9 +51,24 @@ def data_paths(config: Path) -> list[str]:
     return found
 
 
+def embedded_roots(config: Path) -> dict[str, set[Optional[Path]]]:
+    """The embedded data sets a config reads, each with where to prepare it: the folder the config
+    names when it lies in a toolkit cache (``.../hydra_dense/data/<name>``, whichever cache that
+    is), else None (``$HYDRA_DENSE_CACHE``'s). A user's own folder that happens to share a name is
+    never written into."""
+    roots: dict[str, set[Optional[Path]]] = {}
+    for path in data_paths(config):
+        parts = Path(path).expanduser().parts
+        for i, part in enumerate(parts):
+            if part in EMBEDDED:
+                in_a_cache = i >= 2 and parts[i - 2: i] == ("hydra_dense", "data")
+                roots.setdefault(part, set()).add(Path(*parts[: i + 1]) if in_a_cache else None)
+    return roots
+
+
 def prepare_embedded_data(config: Path) -> None:
-    """Prepare the embedded data sets a config's data paths point at (cached, idempotent)."""
-    folders = {part for path in data_paths(config) for part in Path(path).parts}
-    for folder, prepare in EMBEDDED.items():
-        if folder in folders:
-            prepare()
+    """Prepare the embedded data sets a config's data paths point at, where it reads them (cached,
+    idempotent)."""
+    for folder, roots in embedded_roots(config).items():
+        for root in sorted(roots, key=str):
+            EMBEDDED[folder](root)

@@ -3,6 +3,7 @@ the embedded data sets to prepare."""
 from pathlib import Path
 
 from hydra_dense.compare.run_setup import uses_pretrained
+from hydra_dense.data import embedded
 from hydra_dense.data.embedded import data_paths
 from tests.helpers.tiny_runs import ROOT
 
@@ -26,3 +27,19 @@ def test_the_data_to_prepare_is_what_the_data_section_points_at_not_what_comment
     config.write_text("# trained like the digit_scenes demo\nmodel: {class_path: x}\n"
                       "data: {class_path: y, init_args: {root: /data/ADEChallengeData2016, layout: ade20k}}\n")
     assert data_paths(config) == ["/data/ADEChallengeData2016", "ade20k"]
+
+
+def test_embedded_data_is_prepared_where_the_config_reads_it_and_never_into_a_user_folder(tmp_path, monkeypatch):
+    """A config naming a toolkit cache other than ``$HYDRA_DENSE_CACHE`` (the shipped ones name
+    ``~/.cache/hydra_dense``) gets its data there; a user's folder that shares a demo's name is left
+    alone and the demo goes to the cache."""
+    monkeypatch.setenv("HYDRA_DENSE_CACHE", str(tmp_path / "elsewhere"))
+    prepared = []
+    monkeypatch.setitem(embedded.EMBEDDED, "digit_scenes_448", prepared.append)
+    monkeypatch.setitem(embedded.EMBEDDED, "natural_images", prepared.append)
+    config = tmp_path / "c.yaml"
+    config.write_text(f"model: {{class_path: x}}\ndata: {{class_path: y, init_args: {{"
+                      f"root: {tmp_path}/home/.cache/hydra_dense/data/digit_scenes_448, "
+                      f"extra: [/data/mine/natural_images/train]}}}}\n")
+    embedded.prepare_embedded_data(config)
+    assert prepared == [tmp_path / "home/.cache/hydra_dense/data/digit_scenes_448", None]
