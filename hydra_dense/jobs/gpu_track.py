@@ -19,6 +19,7 @@ Extra ``--key=value`` arguments go to the comparison (LightningCLI overrides inc
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import subprocess
 import sys
@@ -36,7 +37,8 @@ from ..runtime.shipped import find_shipped
 from .compare import CONVERTIBLE_PLANS, LARGE_DEMO_CONFIG
 from .compare import main as compare_main
 
-__all__ = ["main", "entry", "GPU_TRACK_PLANS", "comparison_arguments", "worker_arguments", "track_runs", "ready_runs"]
+__all__ = ["main", "entry", "GPU_TRACK_PLANS", "comparison_arguments", "worker_arguments", "track_runs", "ready_runs",
+           "finished_score"]
 
 # MSA, the recommended all-Hydra recipe and its control: the same local branch without the global term
 GPU_TRACK_PLANS = CONVERTIBLE_PLANS
@@ -77,9 +79,21 @@ def ready_runs(waiting: list[tuple[str, int]], finished: set[tuple[str, int]],
     return [(p, s) for p, s in waiting if "@" not in p or s == seeds[0] or (p, seeds[0]) in finished]
 
 
-def _run_together(runs: list[tuple[str, int]], full: list[str], logs: Path, at_once: int) -> None:
+def finished_score(out: Path, plan: str, seed: int) -> str:
+    """One finished run's score as read from its ``result.json``, so each score is in the job's own
+    output as soon as the run ends (a job cut off before its table still shows it)."""
+    done = out / plan / f"seed{seed}" / "result.json"
+    try:
+        result = json.loads(done.read_text())
+    except (OSError, json.JSONDecodeError) as err:
+        return f"no score ({done}: {err.__class__.__name__})"
+    return f"{result.get('metric') or 'score'} {result.get('score', float('nan')):.2f} ({done})"
+
+
+def _run_together(runs: list[tuple[str, int]], full: list[str], out: Path, at_once: int) -> None:
     """Run every (plan, seed) worker, at most ``at_once`` at a time, each as soon as it is ready; a
     failed one stops the job naming its log."""
+    logs = out / "logs"
     logs.mkdir(parents=True, exist_ok=True)
     waiting, running, finished = list(runs), [], set()
     while waiting or running:
@@ -100,7 +114,8 @@ def _run_together(runs: list[tuple[str, int]], full: list[str], logs: Path, at_o
                     other.terminate()
                 raise StepFailed(f"{plan} seed {seed} failed (exit {proc.returncode}); its log: {log}")
             finished.add((plan, seed))
-            print(f"[gpu_track] {plan} seed {seed} done in {(time.time() - started) / 60:.1f} min", flush=True)
+            print(f"[gpu_track] {plan} seed {seed} done in {(time.time() - started) / 60:.1f} min: "
+                  f"{finished_score(out, plan, seed)}", flush=True)
 
 
 def main(argv: Optional[list[str]] = None) -> int:
@@ -121,7 +136,7 @@ def main(argv: Optional[list[str]] = None) -> int:
         for config in (LARGE_DEMO_CONFIG, DEFAULT_CONVERT_CONFIG):
             prepare_embedded_data(find_shipped(config) or Path(config))
         pretrained_weights("auto")
-        _run_together(track_runs(GPU_TRACK_PLANS), full, Path(args.out) / "logs", args.at_once)
+        _run_together(track_runs(GPU_TRACK_PLANS), full, Path(args.out), args.at_once)
         print(f"[gpu_track] all runs done in {(time.time() - started) / 60:.1f} min; timing and the table",
               flush=True)
     return compare_main(full)

@@ -1,10 +1,11 @@
 """The GPU track's command (its CPU dry run, ``python tools/gpu_track.py --dry-run``, takes about 8
 minutes on 2 cores: run by hand, not in the suite)."""
+import json
 from dataclasses import asdict
 
 from hydra_dense.jobs.compare import parse_args
-from hydra_dense.jobs.gpu_track import (GPU_TRACK_PLANS, comparison_arguments, ready_runs, track_runs,
-                                        worker_arguments)
+from hydra_dense.jobs.gpu_track import (GPU_TRACK_PLANS, comparison_arguments, finished_score, ready_runs,
+                                        track_runs, worker_arguments)
 
 
 def test_the_full_scale_command_is_three_seeds_of_1000_steps_in_bf16():
@@ -33,3 +34,13 @@ def test_a_recipe_s_other_seeds_wait_for_its_first_so_each_conversion_runs_once(
     assert ready_runs(runs, set()) == [("msa", 0), (hydra, 0), (local, 0), ("msa", 1), ("msa", 2)]
     after_hydra = [r for r in runs if r not in {("msa", 0), (hydra, 0), (local, 0), ("msa", 1), ("msa", 2)}]
     assert ready_runs(after_hydra, {(hydra, 0)}) == [(hydra, 1), (hydra, 2)]
+
+
+def test_a_finished_run_s_score_is_read_from_where_the_comparison_writes_it(tmp_path):
+    """Each score reaches the job's output when its run ends, so a job cut off before the table
+    still shows it; a run without its result says so instead of failing the job."""
+    run = tmp_path / "hydra+mean+dwc7@converted" / "seed1"
+    run.mkdir(parents=True)
+    (run / "result.json").write_text(json.dumps({"metric": "val_mIoU", "score": 66.912}))
+    assert finished_score(tmp_path, "hydra+mean+dwc7@converted", 1).startswith("val_mIoU 66.91 (")
+    assert finished_score(tmp_path, "msa", 0).startswith("no score (")
