@@ -12,6 +12,7 @@ from typing import Optional, Sequence
 
 from ..runtime.atomic_file import atomic_write_text
 from ..tables import format_cell
+from .runs import run_folder
 
 __all__ = ["write_html_report", "last_overlays"]
 
@@ -68,7 +69,7 @@ def write_html_report(rows: Sequence[dict], runs: Sequence[dict], out: Path, hea
     panels = []
     for recipe in dict.fromkeys(r["recipe"] for r in runs):
         seed = min(r["seed"] for r in runs if r["recipe"] == recipe)
-        images = last_overlays(out / recipe / f"seed{seed}")
+        images = last_overlays(run_folder(out, recipe, seed))
         if images:
             tags = "".join(_image_tag(f, f"{recipe} {f.stem}") for f in images)
             panels.append(f"<div class='plan'><h3>{html.escape(recipe)} (seed {seed}, last validation)</h3>{tags}</div>")

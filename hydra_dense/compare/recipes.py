@@ -26,7 +26,7 @@ from typing import Literal, Optional
 
 from ..attention import AttentionPlan, plan_from_name, plan_names
 
-__all__ = ["Recipe", "parse_recipes", "recipe_names", "CONVERTED", "ALIGNED", "DISTILLED", "FROM_MSA", "CONTINUED"]
+__all__ = ["Recipe", "parse_recipes", "split_recipe_name", "recipe_names", "CONVERTED", "ALIGNED", "DISTILLED", "FROM_MSA", "CONTINUED"]
 
 CONVERTED = "@converted"
 ALIGNED = "@aligned"
@@ -77,6 +77,14 @@ class Recipe:
         return {k: v for k, v in asdict(self.plan(depth)).items() if v not in (None, [], 0, False) or k == "default"}
 
 
+def split_recipe_name(name: str) -> tuple[str, Start]:
+    """``hydra+dwc7@converted`` -> (``hydra+dwc7``, ``converted``): the plan, and where its weights start."""
+    for suffix, kind in _SUFFIXES.items():
+        if name.endswith(suffix):
+            return name[: -len(suffix)], kind
+    return name, "given"
+
+
 def parse_recipes(plans: Optional[str], backbones: Optional[str] = None, depth: int = 12) -> list[Recipe]:
     """``--plans a,b,c`` or ``--backbones x.yaml,y.yaml`` -> recipes, every name validated first."""
     if backbones:
@@ -88,10 +96,7 @@ def parse_recipes(plans: Optional[str], backbones: Optional[str] = None, depth: 
         return out
     out = []
     for name in [p.strip() for p in (plans or "").split(",") if p.strip()]:
-        base, start = name, "given"
-        for suffix, kind in _SUFFIXES.items():
-            if name.endswith(suffix):
-                base, start = name[: -len(suffix)], kind
+        base, start = split_recipe_name(name)
         plan = plan_from_name(base, depth)  # raises naming the bad plan
         if start in ("converted", "aligned", "distilled", "from_msa") and not any(k != "msa" for k in plan.resolve(depth)):
             raise ValueError(f"--plans: {name!r}: conversion needs a plan with non-MSA blocks")

@@ -15,6 +15,7 @@ from ..runtime.atomic_file import atomic_savefig, atomic_write_text
 from ..runtime.curves import plot_curves, read_metrics
 from ..tables import markdown_table, write_csv
 from .html import write_html_report
+from .runs import run_folder
 
 __all__ = ["aggregate", "write_report", "plot_run_curves", "pareto_front", "TABLE_COLUMNS", "RUN_COLUMNS"]
 
@@ -120,7 +121,7 @@ def plot_run_curves(runs: list[dict], out: Path, path: Path) -> Optional[Path]:
     the newest ``metrics.csv`` under ``out/<recipe>/seed<n>``."""
     series = {}
     for r in runs:
-        files = sorted((out / r["recipe"] / f"seed{r['seed']}").rglob("metrics.csv"), key=lambda f: f.stat().st_mtime)
+        files = sorted(run_folder(out, r["recipe"], r["seed"]).rglob("metrics.csv"), key=lambda f: f.stat().st_mtime)
         if files:
             series[f"{r['recipe']} seed {r['seed']}"] = read_metrics(files[-1])
     return plot_curves(series, path, "training curves (each seed one line)") if series else None

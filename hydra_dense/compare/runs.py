@@ -12,7 +12,12 @@ from ..runtime.shipped import job_command, job_environment
 from .progress import JobProgress
 from .request import RunRequest
 
-__all__ = ["run_or_reuse", "RunClash"]
+__all__ = ["run_or_reuse", "run_folder", "read_finished", "RunClash"]
+
+
+def run_folder(out: Path, recipe: str, seed: int) -> Path:
+    """Where the comparison in ``out`` keeps one recipe's run of one seed."""
+    return Path(out) / recipe / f"seed{seed}"
 
 
 def _same_request_was_started(req: RunRequest, run_dir: Path) -> bool:
@@ -50,7 +55,7 @@ def _request_difference(old: dict, new: dict) -> str:
     return "; ".join(changed) or f"the text of {new.get('config')} changed"
 
 
-def _read_finished(done: Path) -> Optional[dict]:
+def read_finished(done: Path) -> Optional[dict]:
     """A finished run's result, or None when there is none or it is half-written (a killed writer)."""
     if not done.is_file():
         return None
@@ -68,7 +73,7 @@ def run_or_reuse(req: RunRequest, run_dir: Path, rerun: bool, progress: JobProgr
     req.key = req.identity()
     done = run_dir / "result.json"
     progress.start(req.recipe, req.seed)
-    result = None if rerun else _read_finished(done)
+    result = None if rerun else read_finished(done)
     if result is not None and result.get("key") != req.key:
         old = run_dir / "request.json"
         before = json.loads(old.read_text()) if old.is_file() else {}

@@ -18,7 +18,7 @@ from ..compare.report import aggregate, write_report
 from ..compare.request import RunRequest, RunStart
 from ..compare.run_setup import build_run, pretrained_weights, uses_pretrained
 from ..data.embedded import prepare_embedded_data
-from ..compare.runs import run_or_reuse
+from ..compare.runs import run_folder, run_or_reuse
 from ..compare.speed import measure_speed
 from ..compare.worker import request_overrides
 from .from_msa import msa_run_starts
@@ -62,7 +62,7 @@ class ComparisonJob:
         """Every seed of ``recipe``; ``starts``: per seed, where its weights start."""
         requests = [self.request(recipe, i, starts[i] if starts else RunStart(None, None))
                     for i in range(len(self.options.seeds))]
-        runs = [run_or_reuse(req, self.options.out / recipe.name / f"seed{req.seed}", self.options.rerun,
+        runs = [run_or_reuse(req, run_folder(self.options.out, recipe.name, req.seed), self.options.rerun,
                              self.progress) for req in requests]
         self.progress.recipe_done(recipe.name, runs)
         self.by_recipe[recipe.name], self.requests[recipe.name] = runs, requests

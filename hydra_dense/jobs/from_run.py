@@ -33,6 +33,7 @@ from ..compare.conversion import (ALIGN_CONFIG, aligned_checkpoint, convert_conf
                                   is_video_backbone, task_backbone_config, task_data_arguments)
 from ..compare.recipes import CONTINUED, FROM_MSA
 from ..compare.request import RunRequest, RunStart
+from ..compare.runs import run_folder
 from ..compare.worker import evaluate_given
 from ..convert.images import task_data_section
 from ..runtime.atomic_file import atomic_torch_save, atomic_write_text
@@ -171,7 +172,7 @@ def _validate_the_run(job: ComparisonJob, run: FinishedRun, weights: Path, out: 
     req.key = req.identity()
     print(f"[from-run] validating the run's model ({run.weights})", flush=True)
     job.progress.start(msa.name, run.seed)
-    given = evaluate_given(req, out / msa.name / f"seed{run.seed}", str(weights), run.steps)
+    given = evaluate_given(req, run_folder(out, msa.name, run.seed), str(weights), run.steps)
     job.progress.finish(msa.name, run.seed, given, reused=False)
     job.by_recipe[msa.name], job.requests[msa.name] = [given], [req]
 
@@ -205,7 +206,7 @@ def convert_run(run: FinishedRun, options: FromRunOptions) -> list[dict]:
         max_steps=options.steps or 0, rerun=options.rerun, out=options.out, speed_size=options.speed_size,
         overrides=run.overrides, start_note=_started_from(backbone, run)))
     _, converted, continued = job.recipes
-    weights = _task_state_dict(run.weights, options.out / "msa" / f"seed{run.seed}")
+    weights = _task_state_dict(run.weights, run_folder(options.out, "msa", run.seed))
     _validate_the_run(job, run, weights, options.out)
     stage = _convert(backbone, run, weights, options, converted.plan_fields(configured_depth(backbone["init_args"])),
                      job.options.overrides)

@@ -19,21 +19,21 @@ Extra ``--key=value`` arguments go to the comparison (LightningCLI overrides inc
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Optional
+from typing import NamedTuple, Optional
 
 import torch
 
 from ..compare.conversion import DEFAULT_CONVERT_CONFIG
+from ..compare.recipes import split_recipe_name
 from ..compare.run_setup import pretrained_weights
+from ..compare.runs import read_finished, run_folder
 from ..data.embedded import prepare_embedded_data
 from ..runtime.refusal import StepFailed, plain_refusals
-from ..runtime.shipped import find_shipped
+from ..runtime.shipped import find_shipped, job_command, job_environment
 from .compare import CONVERTIBLE_PLANS, LARGE_DEMO_CONFIG
 from .compare import main as compare_main
 
@@ -76,18 +76,26 @@ def ready_runs(waiting: list[tuple[str, int]], finished: set[tuple[str, int]],
     """The waiting runs that may start now: a plan with a step before its training (``@converted``
     and the like) waits for its first seed, which does that step once into the shared cache, before
     its other seeds start; any other run may start at once."""
-    return [(p, s) for p, s in waiting if "@" not in p or s == seeds[0] or (p, seeds[0]) in finished]
+    return [(p, s) for p, s in waiting
+            if split_recipe_name(p)[1] == "given" or s == seeds[0] or (p, seeds[0]) in finished]
 
 
 def finished_score(out: Path, plan: str, seed: int) -> str:
     """One finished run's score as read from its ``result.json``, so each score is in the job's own
     output as soon as the run ends (a job cut off before its table still shows it)."""
-    done = out / plan / f"seed{seed}" / "result.json"
-    try:
-        result = json.loads(done.read_text())
-    except (OSError, json.JSONDecodeError) as err:
-        return f"no score ({done}: {err.__class__.__name__})"
+    done = run_folder(out, plan, seed) / "result.json"
+    result = read_finished(done)
+    if result is None:
+        return f"no score ({done} is missing or incomplete)"
     return f"{result.get('metric') or 'score'} {result.get('score', float('nan')):.2f} ({done})"
+
+
+class _Running(NamedTuple):
+    plan: str
+    seed: int
+    log: Path
+    started: float
+    process: subprocess.Popen
 
 
 def _run_together(runs: list[tuple[str, int]], full: list[str], out: Path, at_once: int) -> None:
@@ -100,22 +108,22 @@ def _run_together(runs: list[tuple[str, int]], full: list[str], out: Path, at_on
         for plan, seed in ready_runs(waiting, finished)[: at_once - len(running)]:
             waiting.remove((plan, seed))
             log = logs / f"{plan.replace('@', '_at_')}_seed{seed}.log"
-            cmd = [sys.executable, "-m", "hydra_dense.jobs.compare", *worker_arguments(full, plan, seed)]
+            cmd = job_command("jobs.compare", *worker_arguments(full, plan, seed))
             with open(log, "w") as fh:
-                running.append((plan, seed, log, time.time(), subprocess.Popen(
-                    cmd, stdout=fh, stderr=subprocess.STDOUT, env=dict(os.environ, PYTHONUNBUFFERED="1"))))
+                running.append(_Running(plan, seed, log, time.time(), subprocess.Popen(
+                    cmd, stdout=fh, stderr=subprocess.STDOUT, env=dict(job_environment(), PYTHONUNBUFFERED="1"))))
             print(f"[gpu_track] started {plan} seed {seed} (log {log})", flush=True)
         time.sleep(2)
-        for item in [r for r in running if r[4].poll() is not None]:
-            plan, seed, log, started, proc = item
-            running.remove(item)
-            if proc.returncode != 0:
-                for _, _, _, _, other in running:
-                    other.terminate()
-                raise StepFailed(f"{plan} seed {seed} failed (exit {proc.returncode}); its log: {log}")
-            finished.add((plan, seed))
-            print(f"[gpu_track] {plan} seed {seed} done in {(time.time() - started) / 60:.1f} min: "
-                  f"{finished_score(out, plan, seed)}", flush=True)
+        for run in [r for r in running if r.process.poll() is not None]:
+            running.remove(run)
+            if run.process.returncode != 0:
+                for other in running:
+                    other.process.terminate()
+                raise StepFailed(f"{run.plan} seed {run.seed} failed (exit {run.process.returncode}); "
+                                 f"its log: {run.log}")
+            finished.add((run.plan, run.seed))
+            print(f"[gpu_track] {run.plan} seed {run.seed} done in {(time.time() - run.started) / 60:.1f} min: "
+                  f"{finished_score(out, run.plan, run.seed)}", flush=True)
 
 
 def main(argv: Optional[list[str]] = None) -> int:
