@@ -33,29 +33,47 @@ def default_root() -> Path:
     return cache_dir() / "data" / "digit_scenes"
 
 
+def background(rng: np.random.Generator, size: int) -> np.ndarray:
+    """A smooth noisy background ``(size, size, 3)`` float: a random colour, a gradient, noise."""
+    yy, xx = np.mgrid[0:size, 0:size] / size
+    base = rng.uniform(0, 90, 3)
+    grad = rng.uniform(-50, 50, 3)
+    img = base + grad * (xx if rng.random() < 0.5 else yy)[..., None]
+    return img + rng.normal(0, 8, (size, size, 3))
+
+
+def random_glyph(rng: np.random.Generator, digit: np.ndarray) -> np.ndarray:
+    """One MNIST ``digit`` (28, 28) uint8 scaled 1.5-2.6x: its coverage ``(side, side)`` in [0, 1]."""
+    side = int(28 * rng.uniform(1.5, 2.6))
+    return np.asarray(Image.fromarray(digit).resize((side, side), Image.BILINEAR), np.float32) / 255
+
+
+def paste_glyph(img: np.ndarray, glyph: np.ndarray, y: int, x: int, colour: np.ndarray) -> np.ndarray:
+    """Blend ``glyph`` in ``colour`` into ``img`` at ``(y, x)`` (in place); its pixels as a bool mask
+    ``(side, side)`` (coverage above 0.35)."""
+    side = glyph.shape[0]
+    region = img[y:y + side, x:x + side]
+    region[:] = region * (1 - glyph[..., None]) + colour * glyph[..., None]
+    return glyph > 0.35
+
+
 def _scene(rng: np.random.Generator, digits: np.ndarray, labels: np.ndarray, size: int,
            instances: Optional[list] = None, objects: tuple[int, int] = (2, 4)) -> tuple[np.ndarray, np.ndarray]:
     """One scene: image ``(size, size, 3)`` uint8 and label map ``(size, size)`` holding
     ``objects[0]`` to ``objects[1] - 1`` digits. When a list is given as ``instances``, it receives
     ``(class, visible mask (size, size) bool)`` per digit."""
-    yy, xx = np.mgrid[0:size, 0:size] / size
-    base = rng.uniform(0, 90, 3)
-    grad = rng.uniform(-50, 50, 3)
-    img = base + grad * (xx if rng.random() < 0.5 else yy)[..., None]
-    img = img + rng.normal(0, 8, (size, size, 3))
+    img = background(rng, size)
     mask = np.zeros((size, size), np.uint8)
     for _ in range(rng.integers(*objects)):
         i = rng.integers(len(digits))
-        side = int(28 * rng.uniform(1.5, 2.6))
-        glyph = np.asarray(Image.fromarray(digits[i]).resize((side, side), Image.BILINEAR), np.float32) / 255
+        glyph = random_glyph(rng, digits[i])
+        side = glyph.shape[0]
         y, x = rng.integers(0, size - side + 1, 2)
-        colour = rng.uniform(120, 255, 3)
-        region = img[y:y + side, x:x + side]
-        region[:] = region * (1 - glyph[..., None]) + colour * glyph[..., None]
-        mask[y:y + side, x:x + side][glyph > 0.35] = labels[i] + 1
+        pixels = paste_glyph(img, glyph, y, x, rng.uniform(120, 255, 3))
+        mask[y:y + side, x:x + side][pixels] = labels[i] + 1
         if instances is not None:
             inst = np.zeros((size, size), bool)
-            inst[y:y + side, x:x + side] = glyph > 0.35
+            inst[y:y + side, x:x + side] = pixels
             for _, earlier in instances:  # this digit occludes the ones before it
                 earlier &= ~inst
             instances.append((int(labels[i]) + 1, inst))

@@ -10,7 +10,7 @@ from typing import Callable, Optional
 import yaml
 
 from ..runtime.shipped import find_shipped
-from . import demo_detection, demo_instances, demo_segmentation, demo_video, natural_images
+from . import demo_context, demo_detection, demo_instances, demo_segmentation, demo_video, natural_images
 
 __all__ = ["EMBEDDED", "data_paths", "embedded_roots", "prepare_embedded_data", "string_values"]
 
@@ -18,6 +18,8 @@ __all__ = ["EMBEDDED", "data_paths", "embedded_roots", "prepare_embedded_data", 
 EMBEDDED: dict[str, Callable[[Optional[Path]], object]] = {
     "digit_scenes": lambda root: demo_segmentation.prepare(root),
     "digit_scenes_448": lambda root: demo_segmentation.prepare_large(root),
+    "context_presence": lambda root: demo_context.prepare("presence", root),
+    "context_relation": lambda root: demo_context.prepare("relation", root),
     "moving_digits": lambda root: demo_video.prepare(root),
     "deepforest_trees": lambda root: demo_detection.prepare(root),
     "digit_instances": lambda root: demo_instances.prepare(root),
