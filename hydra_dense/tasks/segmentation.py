@@ -48,7 +48,8 @@ class SegmentationTask(DenseTask):
             give the levels (4 levels for ``uper``: rescaled to strides p/4, p/2, p, 2p).
         num_classes: classes (after ``reduce_zero_label``). ignore_index: label ignored by loss/metrics.
         decode_head: ``uper`` (UPerNet), ``linear`` or ``setr_naive`` (the light heads).
-        head_channels: width of UPerNet / SETR heads. aux_head / aux_weight: FCN auxiliary head.
+        head_channels: width of UPerNet / SETR heads. pool_scales: UPerNet's pyramid pooling bins
+            (default (1, 2, 3, 6); without 1 the head has no global path, [] no pooling at all). aux_head / aux_weight: FCN auxiliary head.
         inference: ``whole`` image or ``slide`` (windows of ``slide_crop`` every ``slide_stride``,
             logits averaged) for images larger than the training crop. Predicting on files
             (``data.predict_files``) slides whenever an image is larger than ``slide_crop``.
@@ -66,6 +67,7 @@ class SegmentationTask(DenseTask):
         num_classes: int,
         decode_head: Literal["uper", "linear", "setr_naive"] = "uper",
         head_channels: int = 512,
+        pool_scales: Optional[list[int]] = None,
         aux_head: bool = False,
         aux_weight: float = 0.4,
         ignore_index: int = 255,
@@ -96,7 +98,7 @@ class SegmentationTask(DenseTask):
         else:
             self.neck = nn.Identity()
         in_channels = [dim] * n_levels
-        self.head = build_decode_head(decode_head, in_channels, num_classes, head_channels)
+        self.head = build_decode_head(decode_head, in_channels, num_classes, head_channels, pool_scales)
         self.aux = FCNAuxHead(in_channels, num_classes, head_channels // 2, level=-2 if n_levels > 1 else -1) \
             if aux_head else None
         self.class_names = class_names
