@@ -19,11 +19,14 @@ from .runs import run_folder
 
 __all__ = ["aggregate", "write_report", "plot_run_curves", "pareto_front", "TABLE_COLUMNS", "RUN_COLUMNS"]
 
-TABLE_COLUMNS = ["plan", "attention", "seeds", "score", "score_std", "scores", "score2", "global_zeroed",
-                 "global_zeroed_std", "global_cost", "global_cost_std", "train_img_s", "infer_img_s", "speedup",
+TABLE_COLUMNS = ["plan", "attention", "seeds", "score", "score_std", "scores", "score2", "score_near",
+                 "score_near_std", "score_far", "score_far_std", "global_zeroed", "global_zeroed_std", "global_cost",
+                 "global_cost_std", "head_pool_zeroed", "head_pool_zeroed_std", "head_pool_cost",
+                 "head_pool_cost_std", "train_img_s", "infer_img_s", "speedup",
                  "flop_ideal", "infer_img_s_big", "speedup_big", "flop_ideal_big", "peak_train_mem_mb",
                  "params_m", "gflops_img", "steps", "train_min", "convert_min", "convert_error", "convert_data"]
-RUN_COLUMNS = ["recipe", "seed", "metric", "score", "metric2", "score2", "score_global_zeroed", "train_img_s",
+RUN_COLUMNS = ["recipe", "seed", "metric", "score", "metric2", "score2", "score_near", "score_far",
+               "score_global_zeroed", "score_head_pool_zeroed", "train_img_s",
                "peak_train_mem_mb", "steps", "train_min"]
 
 
@@ -53,11 +56,16 @@ def aggregate(runs: list[dict], conversions: dict[str, dict]) -> list[dict]:
                    peak_train_mem_mb=_mean([r["peak_train_mem_mb"] for r in rs]),
                    params_m=rs[0]["params_m"], gflops_img=rs[0]["gflops_img"], steps=rs[0]["steps"],
                    train_min=_mean([r["train_min"] for r in rs]))
-        zeroed = [r.get("score_global_zeroed", float("nan")) for r in rs]
-        if any(z == z for z in zeroed):  # what zeroing the global term costs, per seed
-            costs = [s - z for s, z in zip(scores, zeroed)]
-            row.update(global_zeroed=_mean(zeroed), global_zeroed_std=_std(zeroed), global_cost=_mean(costs),
-                       global_cost_std=_std(costs))
+        for path in ("global", "head_pool"):  # what zeroing the backbone's / the head's global path costs
+            zeroed = [r.get(f"score_{path}_zeroed", float("nan")) for r in rs]
+            if any(z == z for z in zeroed):
+                costs = [s - z for s, z in zip(scores, zeroed)]
+                row.update({f"{path}_zeroed": _mean(zeroed), f"{path}_zeroed_std": _std(zeroed),
+                            f"{path}_cost": _mean(costs), f"{path}_cost_std": _std(costs)})
+        for region in ("near", "far"):  # a context track's score near its cue and far from it
+            split = [r.get(f"score_{region}", float("nan")) for r in rs]
+            if any(v == v for v in split):
+                row.update({f"score_{region}": _mean(split), f"score_{region}_std": _std(split)})
         for size in rs[0].get("scores_at") or {}:
             at = [r.get("scores_at", {}).get(size, float("nan")) for r in rs]
             row[f"score_at_{size}"], row[f"score_at_{size}_std"] = _mean(at), _std(at)
@@ -80,7 +88,8 @@ def _fmt_pm(row: dict) -> dict:
     """Scores as ``mean ± std``; with one seed the score alone, marked as such (no spread was measured)."""
     shown = dict(row)
     one_seed = len(str(row.get("seeds", "")).split(",")) == 1
-    for key in ["score", "global_zeroed", "global_cost"] + [k for k in row if k.startswith("score_at_") and not k.endswith("_std")]:
+    for key in ["score", "score_near", "score_far", "global_zeroed", "global_cost", "head_pool_zeroed",
+                "head_pool_cost"] + [k for k in row if k.startswith("score_at_") and not k.endswith("_std")]:
         if key not in row:
             continue
         if row[key] == row[key]:

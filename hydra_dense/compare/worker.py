@@ -23,14 +23,17 @@ from ..attention.muting import global_term_blocks, muted
 from ..bench.flops import count_flops
 from ..bench.memory import peak_memory_mb
 from ..bench.throughput import TrainClock
+from ..heads.segmentation import global_pool_muted
+from ..tasks.class_names import class_names
 from ..runtime.atomic_file import atomic_torch_save, atomic_write_text
 from ..runtime.progress import StepProgress
 from ..runtime.refusal import plain_refusals
+from .near_far import near_far_scores, near_far_table
 from .request import RunRequest
 from .run_setup import build_run, uses_pretrained
 
 __all__ = ["run_one", "interrupted_checkpoint", "evaluate_given", "request_overrides", "load_task_head", "scores_at_sizes", "evaluate_saved",
-           "score_global_zeroed", "QUIET"]
+           "score_global_zeroed", "score_head_pool_zeroed", "QUIET"]
 
 
 # one line every 50 steps in the job's log instead of a progress bar (an endless line in a file)
@@ -86,6 +89,19 @@ def score_global_zeroed(model, dm, trainer, metric: str) -> float:
     if not blocks:
         return float("nan")
     with muted(model.backbone, blocks, "global"):
+        return 100 * float(trainer.validate(model, datamodule=dm, verbose=False)[0][metric])
+
+
+def score_head_pool_zeroed(model, dm, trainer, metric: str) -> float:
+    """The validation ``metric`` (%) with the decode head's global pooling bin zeroed
+    (:func:`~hydra_dense.heads.segmentation.global_pool_muted`): what the head's own path to the
+    whole image carries. NaN for a head without one (linear, UPerNet without scale 1, detection)."""
+    head = getattr(model, "head", None)
+    if head is None:
+        return float("nan")
+    with global_pool_muted(head) as has_pool:
+        if not has_pool:
+            return float("nan")
         return 100 * float(trainer.validate(model, datamodule=dm, verbose=False)[0][metric])
 
 
@@ -160,12 +176,15 @@ def _gflops_per_training_input(model, dm) -> float:
 
 def _validate_and_describe(req: RunRequest, run_dir: Path, model, dm, trainer, train: dict,
                            weights: Optional[str] = None) -> dict:
-    """Validate ``model`` (as it is, and with its global term zeroed), count its FLOPs on one
+    """Validate ``model`` (as it is, with its global term zeroed, with its head's global pool
+    zeroed, and split near / far from a context track's cue), count its FLOPs on one
     training input, save its weights when asked, and write ``result.json``."""
     metrics = trainer.validate(model, datamodule=dm, verbose=False)[0]
     key, key2 = _metric_keys(metrics)
     scores_at = scores_at_sizes(model, dm, trainer, req.eval_sizes, key) if key else {}
     zeroed = score_global_zeroed(model, dm, trainer, key) if key else float("nan")
+    head_zeroed = score_head_pool_zeroed(model, dm, trainer, key) if key else float("nan")
+    split = near_far_scores(model, dm) if key == "val_mIoU" else None
     gflops = _gflops_per_training_input(model, dm)
     ckpt = run_dir / "final_weights.pt"
     if req.save_weights:  # the speed stage times these (detectors: NMS work depends on the scores)
@@ -175,10 +194,13 @@ def _validate_and_describe(req: RunRequest, run_dir: Path, model, dm, trainer, t
         attention=model.backbone.plan.describe(len(model.backbone.blocks)),
         metric=key or "", score=100 * metrics.get(key, float("nan")),
         metric2=key2 or "", score2=100 * metrics.get(key2, float("nan")), scores_at=scores_at,
-        score_global_zeroed=zeroed, **train,
+        score_global_zeroed=zeroed, score_head_pool_zeroed=head_zeroed,
+        score_near=split["near"] if split else float("nan"), score_far=split["far"] if split else float("nan"),
+        near_far_per_class=split and {k: v for k, v in split.items() if k.endswith("per_class")}, **train,
         params_m=sum(p.numel() for p in model.parameters()) / 1e6, gflops_img=gflops,
         weights=weights or (str(ckpt) if ckpt.is_file() else ""),
-        per_class=model.per_class_table() if hasattr(model, "per_class_table") else "",
+        per_class=(model.per_class_table() if hasattr(model, "per_class_table") else "")
+        + (near_far_table(class_names(model, model.hparams.num_classes, first=0), split) if split else ""),
     )
     atomic_write_text(run_dir / "result.json", json.dumps(result, indent=1, default=float))
     return result

@@ -24,7 +24,7 @@ from ..compare.worker import request_overrides
 from .from_msa import msa_run_starts
 from .options import ComparisonOptions
 
-__all__ = ["ComparisonJob", "run_comparison", "prepare_job"]
+__all__ = ["ComparisonJob", "run_comparison", "prepare_job", "recipe_conversions", "task_depth"]
 
 
 @dataclass
@@ -75,7 +75,7 @@ class ComparisonJob:
             return
         # a trained task model as the source: its head comes along (it fits the features conversion imitates)
         head_from = None if self.start else self.by_recipe[self.recipes[0].name][0]["weights"]
-        self.conversions = _conversions(self.recipes, self.options, self.start or head_from)
+        self.conversions = recipe_conversions(self.recipes, self.options, self.start or head_from)
         for r in self.recipes:
             if r.converted:
                 self.train(r, [RunStart(str(self.conversions[r.name][0]), head_from)] * len(self.options.seeds))
@@ -153,7 +153,7 @@ def prepare_job(options: ComparisonOptions) -> ComparisonJob:
                          f"seed is one run, so a repeated one would be counted as a second measurement")
     if o.out.exists() and not o.out.is_dir():
         raise ValueError(f"--out {o.out} is a file; give a folder (it is created if missing)")
-    recipes = parse_recipes(o.plans, o.backbones, _task_depth(o.config, o.overrides))
+    recipes = parse_recipes(o.plans, o.backbones, task_depth(o.config, o.overrides))
     prepare_embedded_data(o.config)
     o.out.mkdir(parents=True, exist_ok=True)
     weights = pretrained_weights(o.pretrained)
@@ -172,7 +172,9 @@ def _legend(rows: list[dict], small: str, big: str) -> str:
             f"each seed; one seed: the score alone); score2 = {rows[0]['metric2']} (%); global_zeroed = the score "
             f"with the global term set to zero in every block that has local mixing beside it (Hydra's phi(q) * kv "
             f"next to a local branch, ViTDet's global blocks), global_cost = score - global_zeroed per seed: what "
-            f"the global term carries; score_at_S (with --eval-sizes) = the score with "
+            f"the global term carries; head_pool_zeroed / head_pool_cost = the same for the decode head's global "
+            f"pooling bin (UPerNet's scale 1); score_near / score_far (context tracks) = mIoU over pixels within 8 "
+            f"tokens of the scene's cue / beyond; score_at_S (with --eval-sizes) = the score with "
             f"validation images resized to short side S: the same model on more tokens; train_img_s = training "
             f"images/s (batches only); "
             f"infer_img_s / speedup / flop_ideal = inference images/s at the evaluation size ({small}), its ratio "
@@ -185,7 +187,7 @@ def _legend(rows: list[dict], small: str, big: str) -> str:
             f"data).")
 
 
-def _task_depth(config: Path, overrides: list[str]) -> int:
+def task_depth(config: Path, overrides: list[str]) -> int:
     """The depth of the task's ViT backbone (recipe plans are checked against it); an OpenMMLab
     config (no hydra_dense backbone section) has the 12 blocks of the ViT-B it wraps."""
     try:
@@ -219,7 +221,7 @@ def _check_conversion_teacher(recipes: list[Recipe], config: Path) -> None:
                          f"trained MSA model: list msa first in --plans (got {recipes[0].name!r})")
 
 
-def _conversions(recipes: list[Recipe], options: ComparisonOptions, source: str) -> dict:
+def recipe_conversions(recipes: list[Recipe], options: ComparisonOptions, source: str) -> dict:
     """recipe name -> (converted checkpoint, info) for the ``@converted`` recipes."""
     o = options
     backbone = task_backbone_config(o.config, o.overrides)

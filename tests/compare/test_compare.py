@@ -259,3 +259,16 @@ def test_another_segmentation_config_on_the_dinov2_backbone_gets_the_recipe_and_
     config["model"]["init_args"]["backbone"] = "../backbones/vit_b16_msa.yaml"  # no weights to convert
     own.write_text(yaml.safe_dump(config))
     assert parse_args(["--config", str(own)])[0].plans == DEFAULT_PLANS
+
+
+def test_the_table_says_what_the_head_s_global_pool_carries_and_the_score_near_and_far_from_the_cue():
+    from hydra_dense.compare.report import aggregate
+
+    runs = [dict(recipe="a", seed=s, attention="msa x2", metric="val_mIoU", metric2="", score=v, score2=0.0,
+                 score_head_pool_zeroed=z, score_near=n, score_far=f, train_img_s=1.0, peak_train_mem_mb=10.0,
+                 params_m=1.0, gflops_img=1.0, steps=3, train_min=0.1)
+            for s, v, z, n, f in ((0, 40.0, 30.0, 50.0, 35.0), (1, 44.0, 40.0, 52.0, 41.0))]
+    (row,) = aggregate(runs, {})
+    assert row["head_pool_cost"] == 7.0 and row["head_pool_zeroed"] == 35.0
+    assert row["score_near"] == 51.0 and row["score_far"] == 38.0
+    assert "global_cost" not in row  # no run had a global term to zero
