@@ -32,9 +32,13 @@ def _last(kind: str, last: int, depth: int, name: str) -> AttentionPlan:
 
 
 def _vitdet(size: str, attention: str, depth: int, window_size: int, name: str) -> AttentionPlan:
+    """ViTDet's layout: ``size`` x ``size`` windows, global blocks running ``attention`` (``windows``:
+    no global block, the layout's windows-only control)."""
     size_ = int(size or window_size)
     if size_ < 1:
         raise ValueError(f"plan {name!r}: the window must be at least 1 token")
+    if attention == "windows":
+        return AttentionPlan(window_size=size_)
     return AttentionPlan(window_size=size_, global_blocks=_vitdet_blocks(depth),
                          global_attention=attention)  # type: ignore[arg-type]
 
@@ -70,6 +74,8 @@ BASES: tuple[Base, ...] = (
     Base(r"vitdet(\d*)_msa", ("vitdet_msa", "vitdet<W>_msa"), lambda m, d, w, n: _vitdet(m[1], "msa", d, w, n),
          local=False, flags=False),
     Base(r"vitdet(\d*)_hydra", ("vitdet_hydra", "vitdet<W>_hydra"), lambda m, d, w, n: _vitdet(m[1], "hydra", d, w, n)),
+    Base(r"vitdet(\d*)_windows", ("vitdet_windows", "vitdet<W>_windows"),
+         lambda m, d, w, n: _vitdet(m[1], "windows", d, w, n), local=False, flags=False),
     Base(r"linear(\d+)", ("linear<H>",), lambda m, d, w, n: AttentionPlan(default="linear", linear_heads=int(m[1]))),
 )
 # every base, as the listing and the errors name it (the local-only base with its required branch)
@@ -89,7 +95,8 @@ def plan_from_name(name: str, depth: int, window_size: int = 14) -> AttentionPla
     """``<base>[+mean][+gain][+<local>]`` -> its plan for a model of ``depth`` blocks. ``hybrid<L>``:
     Hydra in the last L blocks; ``hydra_at0.1.11``: Hydra in blocks 0, 1 and 11 (MSA elsewhere);
     ``vitdet_*``: windowed MSA with global blocks every depth/4 running MSA or Hydra
-    (``vitdet<W>_*``: W x W windows, else ``window_size``); ``linear<H>``: cosine linear attention
+    (``vitdet<W>_*``: W x W windows, else ``window_size``; ``vitdet<W>_windows``: windows in every
+    block, no global block); ``linear<H>``: cosine linear attention
     with H heads; ``hydra_norm``: norm-aware Hydra; ``aft`` / ``polynl``: the paper's token-linear
     baselines (``*_last<L>``: in the last L blocks); ``local+dwc7``: the local branch alone in every
     block, the control of ``hydra+dwc7``."""

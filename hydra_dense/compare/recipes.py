@@ -116,7 +116,7 @@ def parse_recipes(plans: Optional[str], backbones: Optional[str] = None, depth: 
 def recipe_names(depth: int = 12) -> list[str]:
     """Every accepted name (``<L>`` / ``<H>`` stand for any number), for ``--list-plans``."""
     names = plan_names(depth)
-    convertible = [n for n in names if n not in ("msa", "none", "vitdet_msa")]
+    convertible = [n for n in names if n not in ("msa", "none", "vitdet_msa", "vitdet_windows")]
     return (names + [n + CONVERTED for n in convertible] + [n + ALIGNED for n in convertible]
             + [n + DISTILLED for n in convertible]
             + [n + FROM_MSA for n in convertible] + ["msa" + CONTINUED])

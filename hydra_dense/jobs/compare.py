@@ -39,40 +39,21 @@ from ..runtime.progress import silence_known_noise
 from ..runtime.refusal import plain_refusals
 from ..runtime.shipped import find_shipped
 from .comparison import run_comparison
+from .demo_defaults import (CONTEXT_PLANS, CONVERTIBLE_PLANS, DEFAULT_PLANS, DEMO_CONFIG, DEMO_DEFAULTS, DEMO_PLANS,
+                            DETECTION_CONVERT_CONFIG, DETECTION_DEMO_CONFIG, DINOV2_BACKBONE_FILE, LARGE_DEMO_CONFIG,
+                            LARGE_DEMO_PLANS, VIDEO_DEMO_CONFIG, VIDEO_DEMO_PLANS)
 from .options import ComparisonOptions
 
 __all__ = ["main", "entry", "parse_args", "ComparisonOptions", "DEMO_CONFIG", "DEFAULT_PLANS", "DEMO_PLANS",
-           "LARGE_DEMO_CONFIG", "LARGE_DEMO_PLANS", "CONVERTIBLE_PLANS", "VIDEO_DEMO_CONFIG", "VIDEO_DEMO_PLANS", "DETECTION_DEMO_CONFIG",
+           "LARGE_DEMO_CONFIG", "LARGE_DEMO_PLANS", "CONTEXT_PLANS", "CONVERTIBLE_PLANS", "VIDEO_DEMO_CONFIG", "VIDEO_DEMO_PLANS", "DETECTION_DEMO_CONFIG",
            "DETECTION_CONVERT_CONFIG"]
-
-DEMO_CONFIG = "configs/segmentation/demo_digits.yaml"
-DEFAULT_PLANS = "msa,hybrid2,hydra"
-# the demos also show their recommended Hydra recipe: on segmentation the real DINOv2 weights
-# converted with 7x7 local mixing and kv averaged over tokens (it keeps working at other token
-# counts), on video the comparison's own MSA run converted; other configs have no convertible MSA
-# backbone by default
-DEMO_PLANS = DEFAULT_PLANS + ",hydra+mean+dwc7@converted"
-# the large-token track: the recommended recipe beside its local-only control and the ViTDet layout
-LARGE_DEMO_CONFIG = "configs/segmentation/demo_digits_large.yaml"
-LARGE_DEMO_PLANS = "msa,hydra+mean+dwc7@converted,local+dwc7@converted,vitdet8_msa,vitdet8_hydra+mean"
-# any other segmentation config on the DINOv2 ViT-S/14 backbone (the weights the conversion fits):
-# the recommended recipe beside MSA and its local-only control
-DINOV2_BACKBONE_FILE = "vit_s14_dinov2_msa.yaml"
-CONVERTIBLE_PLANS = "msa,hydra+mean+dwc7@converted,local+dwc7@converted"
-VIDEO_DEMO_CONFIG = "configs/video/demo_moving_digits.yaml"
-VIDEO_DEMO_PLANS = DEFAULT_PLANS + ",hydra@converted"
-# the detection demo starts from the same DINOv2 weights (at patch 16), so it shows the same recipe,
-# converted on crops that give its own token count (224 px at patch 16: 196 tokens)
-DETECTION_DEMO_CONFIG = "configs/detection/demo_digits.yaml"
-DETECTION_CONVERT_CONFIG = "configs/convert/dinov2_s16_det_224.yaml"
-
 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--config", default=DEMO_CONFIG)
     p.add_argument("--plans", help=f"recipes to compare, the first is the reference (see --list-plans); default "
                                    f"{DEMO_PLANS} for the segmentation and detection demos, {LARGE_DEMO_PLANS} for the "
-                                   f"large-token track, {CONVERTIBLE_PLANS} for other segmentation configs on the "
+                                   f"large-token track, {CONTEXT_PLANS} for the context tracks, {CONVERTIBLE_PLANS} for other segmentation configs on the "
                                    f"DINOv2 ViT-S/14 backbone, {VIDEO_DEMO_PLANS} for the video demo, {DEFAULT_PLANS} for "
                                    f"other configs")
     p.add_argument("--list-plans", action="store_true", help="print every accepted plan name, one per line")
@@ -118,20 +99,14 @@ def _integers(p: argparse.ArgumentParser, option: str, value: str) -> list[int]:
 
 def _default_plans(config: str, backbones: Optional[str], pretrained: str) -> tuple[str, Optional[str]]:
     """The recipes (and conversion config) a config gets when ``--plans`` is not given: each demo's
-    own, ``DEFAULT_PLANS`` elsewhere."""
-    def is_demo(name: str) -> bool:
-        shipped = find_shipped(name)
-        return shipped is not None and Path(config).resolve() == shipped.resolve()
-
-    convert = DETECTION_CONVERT_CONFIG if is_demo(DETECTION_DEMO_CONFIG) else None
+    own (:data:`~hydra_dense.jobs.demo_defaults.DEMO_DEFAULTS`), ``DEFAULT_PLANS`` elsewhere."""
+    demo = next((d for name, d in DEMO_DEFAULTS.items()
+                 if (shipped := find_shipped(name)) is not None and Path(config).resolve() == shipped.resolve()), None)
+    convert = demo.convert_config if demo else None
     if backbones:
         return DEFAULT_PLANS, convert
-    if is_demo(VIDEO_DEMO_CONFIG):
-        return VIDEO_DEMO_PLANS, convert
-    if pretrained != "none" and is_demo(LARGE_DEMO_CONFIG):
-        return LARGE_DEMO_PLANS, convert
-    if pretrained != "none" and (is_demo(DEMO_CONFIG) or is_demo(DETECTION_DEMO_CONFIG)):
-        return DEMO_PLANS, convert
+    if demo is not None and (pretrained != "none" or not demo.pretrained_only):
+        return demo.plans, convert
     if pretrained != "none" and _segments_on_the_dinov2_backbone(Path(config)):
         return CONVERTIBLE_PLANS, convert
     return DEFAULT_PLANS, convert
