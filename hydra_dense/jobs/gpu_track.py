@@ -1,15 +1,17 @@
-"""The large-token track at full scale on one GPU, in one command: MSA, the recommended Hydra recipe
-and its local-only control, 3 seeds each, 1,000 fine-tuning steps, written as the comparison's
-usual table (``<out>/table.md``, ``report.html``, ...) with speed at the track's 448² (1,024 tokens)
-and at 1024².
+"""A track at full scale on one GPU, in one command: MSA, the recommended Hydra recipe and its
+local-only control, 3 seeds each, 1,000 fine-tuning steps, written as the comparison's usual table
+(``<out>/table.md``, ``report.html``, ...) with speed at the track's validation size and at 1024².
+The large-token track by default; ``--config`` names another (the context tracks).
 
     python tools/gpu_track.py                   # one CUDA GPU (bf16)
+    python tools/gpu_track.py --config configs/segmentation/demo_context_presence.yaml --out runs/gpu_presence
     python tools/gpu_track.py --dry-run         # the same command at toy steps on the CPU
 
 A ViT-S at batch 8 leaves most of an H200 idle, so the runs share it, up to ``--at-once`` at a
-time, each in its own process with its log in ``<out>/logs/``: every MSA seed and each recipe's
-seed 0 (which converts once, into the shared cache) start together, and a recipe's other seeds
-start when its seed 0 is done. A last comparison over the same folder reuses every
+time, each in its own process with its log in ``<out>/logs/``: the conversions of the ``@converted``
+recipes run first, side by side, into the shared cache, while every run that needs none starts;
+a recipe's seeds start when its conversion is done. ``--controls`` adds plans run with the first
+seed only (their table, beside MSA's first seed: ``<out>/table_controls.md``). A last comparison over the same folder reuses every
 finished run, times the models alone on the GPU and writes the table (its training columns,
 ``train_img_s`` and memory, were measured with the runs sharing the GPU). ``--at-once 1`` runs them
 one after another in a single comparison instead.
@@ -19,8 +21,10 @@ Extra ``--key=value`` arguments go to the comparison (LightningCLI overrides inc
 from __future__ import annotations
 
 import argparse
+import shutil
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import NamedTuple, Optional
@@ -28,7 +32,7 @@ from typing import NamedTuple, Optional
 import torch
 
 from ..compare.conversion import DEFAULT_CONVERT_CONFIG
-from ..compare.recipes import split_recipe_name
+from ..compare.recipes import parse_recipes, split_recipe_name
 from ..compare.run_setup import pretrained_weights
 from ..compare.runs import read_finished, run_folder
 from ..data.embedded import prepare_embedded_data
@@ -36,23 +40,27 @@ from ..runtime.refusal import StepFailed, plain_refusals
 from ..runtime.shipped import find_shipped, job_command, job_environment
 from .compare import CONVERTIBLE_PLANS, LARGE_DEMO_CONFIG
 from .compare import main as compare_main
+from .compare import parse_args
+from .comparison import recipe_conversions, task_depth
 
-__all__ = ["main", "entry", "GPU_TRACK_PLANS", "comparison_arguments", "worker_arguments", "track_runs", "ready_runs",
-           "finished_score"]
+__all__ = ["main", "entry", "GPU_TRACK_PLANS", "comparison_arguments", "worker_arguments", "controls_arguments",
+           "track_runs", "ready_runs", "finished_score"]
 
 # MSA, the recommended all-Hydra recipe and its control: the same local branch without the global term
 GPU_TRACK_PLANS = CONVERTIBLE_PLANS
 SEEDS = (0, 1, 2)
 
 
-def comparison_arguments(dry_run: bool, out: str, extra: list[str]) -> list[str]:
-    """The comparison's command line: full scale on a GPU, or toy steps on the CPU."""
-    args = ["--config", LARGE_DEMO_CONFIG, "--plans", GPU_TRACK_PLANS, "--out", out]
+def comparison_arguments(dry_run: bool, out: str, extra: list[str], config: str = LARGE_DEMO_CONFIG,
+                         steps: int = 1000) -> list[str]:
+    """The comparison's command line: full scale (``steps``) on a GPU, or toy steps on the CPU."""
+    args = ["--config", config, "--plans", GPU_TRACK_PLANS, "--out", out]
     if dry_run:
         return args + ["--seeds", "0", "--max-steps", "2", "--convert-steps", "2", "--speed-size", "0",
                        "--speed-repeats", "1", "--trainer.val_check_interval=2", "--trainer.limit_val_batches=2",
                        "--data.init_args.limit_train=16", *extra]
-    return args + ["--seeds", ",".join(map(str, SEEDS)), "--max-steps", "1000", "--trainer.val_check_interval=500",
+    return args + ["--seeds", ",".join(map(str, SEEDS)), "--max-steps", str(steps),
+                   f"--trainer.val_check_interval={max(1, steps // 2)}",
                    "--trainer.precision=bf16-mixed", "--data.init_args.num_workers=4", *extra]
 
 
@@ -72,12 +80,48 @@ def track_runs(plans: str, seeds: tuple[int, ...] = SEEDS) -> list[tuple[str, in
 
 
 def ready_runs(waiting: list[tuple[str, int]], finished: set[tuple[str, int]],
-               seeds: tuple[int, ...] = SEEDS) -> list[tuple[str, int]]:
+               seeds: tuple[int, ...] = SEEDS, prepared: Optional[set[str]] = None) -> list[tuple[str, int]]:
     """The waiting runs that may start now: a plan with a step before its training (``@converted``
-    and the like) waits for its first seed, which does that step once into the shared cache, before
-    its other seeds start; any other run may start at once."""
-    return [(p, s) for p, s in waiting
-            if split_recipe_name(p)[1] == "given" or s == seeds[0] or (p, seeds[0]) in finished]
+    and the like) waits for that step; given ``prepared`` (the plans whose step is done, run apart),
+    for it to be in there; else for its first seed, which does that step once into the shared
+    cache, before its other seeds start. Any other run may start at once."""
+    def ready(plan: str, seed: int) -> bool:
+        if split_recipe_name(plan)[1] == "given":
+            return True
+        if prepared is not None:
+            return plan in prepared
+        return seed == seeds[0] or (plan, seeds[0]) in finished
+
+    return [(p, s) for p, s in waiting if ready(p, s)]
+
+
+def controls_arguments(full: list[str], controls: str) -> list[str]:
+    """The controls' comparison: the track's, with MSA and the ``controls`` plans, first seed only."""
+    args = list(full)
+    args[args.index("--plans") + 1] = ",".join(["msa", *[c for c in controls.split(",") if c.strip()]])
+    args[args.index("--seeds") + 1] = str(SEEDS[0])
+    return args
+
+
+class _Conversions:
+    """The ``@converted`` recipes' conversions, each in its own thread (each runs its conversion in
+    its own process), exactly as the comparison of ``full`` asks for them, so its runs find them cached."""
+
+    def __init__(self, full: list[str]) -> None:
+        options, _ = parse_args(full)
+        recipes = parse_recipes(options.plans, options.backbones, task_depth(options.config, options.overrides))
+        source = pretrained_weights(options.pretrained)
+        self.done: set[str] = set()
+        self.threads = {r.name: threading.Thread(target=self._convert, args=(r, options, source), daemon=True)
+                        for r in recipes if r.converted}
+        for thread in self.threads.values():
+            thread.start()
+
+    def _convert(self, recipe, options, source) -> None:
+        try:
+            recipe_conversions([recipe], options, source)
+        finally:  # a failed one is tried again, and named, by its first run
+            self.done.add(recipe.name)
 
 
 def finished_score(out: Path, plan: str, seed: int) -> str:
@@ -98,14 +142,15 @@ class _Running(NamedTuple):
     process: subprocess.Popen
 
 
-def _run_together(runs: list[tuple[str, int]], full: list[str], out: Path, at_once: int) -> None:
-    """Run every (plan, seed) worker, at most ``at_once`` at a time, each as soon as it is ready; a
-    failed one stops the job naming its log."""
+def _run_together(runs: list[tuple[str, int]], full: list[str], out: Path, at_once: int,
+                  prepared: Optional[set[str]] = None) -> None:
+    """Run every (plan, seed) worker, at most ``at_once`` at a time, each as soon as it is ready
+    (:func:`ready_runs`); a failed one stops the job naming its log."""
     logs = out / "logs"
     logs.mkdir(parents=True, exist_ok=True)
     waiting, running, finished = list(runs), [], set()
     while waiting or running:
-        for plan, seed in ready_runs(waiting, finished)[: at_once - len(running)]:
+        for plan, seed in ready_runs(waiting, finished, prepared=prepared)[: at_once - len(running)]:
             waiting.remove((plan, seed))
             log = logs / f"{plan.replace('@', '_at_')}_seed{seed}.log"
             cmd = job_command("jobs.compare", *worker_arguments(full, plan, seed))
@@ -130,6 +175,11 @@ def main(argv: Optional[list[str]] = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--dry-run", action="store_true", help="toy steps on the CPU, one seed, one process")
     p.add_argument("--out", default="runs/gpu_track")
+    p.add_argument("--config", default=LARGE_DEMO_CONFIG, help="the track's task config (default: the large-token "
+                                                              "track)")
+    p.add_argument("--steps", type=int, default=1000, help="fine-tuning steps of every run")
+    p.add_argument("--controls", default="", help="plans run with the first seed only, beside MSA's, e.g. "
+                                                  "vitdet8_msa,vitdet8_windows (table_controls.md)")
     p.add_argument("--at-once", type=int, default=6, help="runs sharing the GPU at a time (1: one comparison, "
                                                           "one run after another)")
     args, extra = p.parse_known_args(argv)
@@ -137,16 +187,24 @@ def main(argv: Optional[list[str]] = None) -> int:
         raise ValueError("the GPU track needs a CUDA GPU; --dry-run runs the same command at toy steps on the CPU")
     if args.at_once < 1:
         raise ValueError(f"--at-once {args.at_once}: give 1 or more runs at a time")
-    full = comparison_arguments(args.dry_run, args.out, extra)
+    if args.steps < 1:
+        raise ValueError(f"--steps {args.steps}: give 1 or more")
+    full = comparison_arguments(args.dry_run, args.out, extra, args.config, args.steps)
     if not args.dry_run and args.at_once > 1:
         started = time.time()
         # the data and weights every worker reads, prepared once here rather than by workers racing
-        for config in (LARGE_DEMO_CONFIG, DEFAULT_CONVERT_CONFIG):
+        for config in (args.config, DEFAULT_CONVERT_CONFIG):
             prepare_embedded_data(find_shipped(config) or Path(config))
         pretrained_weights("auto")
-        _run_together(track_runs(GPU_TRACK_PLANS), full, Path(args.out), args.at_once)
+        conversions = _Conversions(full)
+        runs = track_runs(GPU_TRACK_PLANS) + [(c, SEEDS[0]) for c in args.controls.split(",") if c.strip()]
+        _run_together(runs, full, Path(args.out), args.at_once, conversions.done)
         print(f"[gpu_track] all runs done in {(time.time() - started) / 60:.1f} min; timing and the table",
               flush=True)
+    if args.controls:  # its table first: the track's own table.md is written last
+        compare_main(controls_arguments(full, args.controls))
+        for name in ("table.md", "table.csv"):
+            shutil.copyfile(Path(args.out) / name, Path(args.out) / name.replace("table", "table_controls"))
     return compare_main(full)
 
 

@@ -44,3 +44,24 @@ def test_a_finished_run_s_score_is_read_from_where_the_comparison_writes_it(tmp_
     (run / "result.json").write_text(json.dumps({"metric": "val_mIoU", "score": 66.912}))
     assert finished_score(tmp_path, "hydra+mean+dwc7@converted", 1).startswith("val_mIoU 66.91 (")
     assert finished_score(tmp_path, "msa", 0).startswith("no score (")
+
+
+def test_with_conversions_run_apart_a_recipe_waits_for_its_conversion_and_nothing_else():
+    waiting = track_runs(GPU_TRACK_PLANS) + [("vitdet8_windows", 0)]
+    ready = ready_runs(waiting, set(), prepared=set())
+    assert ("msa", 2) in ready and ("vitdet8_windows", 0) in ready
+    assert not [r for r in ready if "@converted" in r[0]]
+    ready = ready_runs(waiting, set(), prepared={"local+dwc7@converted"})
+    assert {s for p, s in ready if p == "local+dwc7@converted"} == {0, 1, 2}
+    assert not [r for r in ready if r[0] == "hydra+mean+dwc7@converted"]
+
+
+def test_the_controls_are_msa_and_each_control_at_the_first_seed_of_the_same_request():
+    from hydra_dense.jobs.gpu_track import controls_arguments
+
+    full = comparison_arguments(False, "runs/x", [], "configs/segmentation/demo_context_presence.yaml", 600)
+    controls, _ = parse_args(controls_arguments(full, "vitdet8_msa,vitdet8_windows"))
+    whole, _ = parse_args(full)
+    assert (controls.plans, controls.seeds) == ("msa,vitdet8_msa,vitdet8_windows", [0])
+    assert {k for k, v in asdict(controls).items() if asdict(whole)[k] != v} == {"plans", "seeds"}
+    assert whole.max_steps == 600 and str(whole.config).endswith("demo_context_presence.yaml")
