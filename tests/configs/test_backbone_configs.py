@@ -23,12 +23,16 @@ def test_backbone_yaml_instantiates(path):
         assert kinds[-1] == "hydra" and kinds[0] == "msa"
     if "window" in stem:
         assert kinds.count("window") == 8 and kinds[2] == stem.rsplit("_", 1)[1]
+    if stem.endswith("_hydra_mean_dwc7"):
+        assert model.plan.block_labels(len(kinds)) == ["hydra+mean+dwc7"] * len(kinds)
+    if stem.endswith("_local_dwc7"):
+        assert model.plan.block_labels(len(kinds)) == ["local+dwc7"] * len(kinds)
 
 
 def test_every_backbone_config_is_named_for_the_plan_it_is_checked_against():
     """The check above reads the plan from the file name: a config named otherwise would go unchecked."""
-    unnamed = [p.name for p in CONFIGS if not (p.stem.endswith(("_msa", "_hydra")) or "hybrid" in p.stem
-                                                or "window" in p.stem)]
+    unnamed = [p.name for p in CONFIGS if not (p.stem.endswith(("_msa", "_hydra", "_hydra_mean_dwc7", "_local_dwc7"))
+                                                or "hybrid" in p.stem or "window" in p.stem)]
     assert CONFIGS and not unnamed
 
 
