@@ -36,11 +36,13 @@ import lightning as L
 import torch.distributed as dist
 from lightning.pytorch.cli import LightningCLI
 from lightning.pytorch.utilities import rank_zero_info
+from lightning.pytorch.utilities.exceptions import SIGTERMException
 
 from .backbones.config_files import BackboneFileError, backbone_files_in_args, check_backbone_file
 from .runtime import (AtomicCheckpointIO, DataReport, ModelIdentityCheckpoint, NonFiniteLossGuard,
                       PeriodicLastCheckpoint, RNGStateCheckpoint, StepBoundaryRequeue, TrainingCurves,
                       check_checkpoint_matches, find_resume_checkpoint, remove_stale_temporaries)
+from .runtime.config_check import ConfigFileError, check_config_file, config_files_in_args
 from .runtime.model_identity import settings_differing
 from .runtime.progress import silence_known_noise
 from .runtime.refusal import KNOWN_REFUSALS, plain_refusals
@@ -79,6 +81,11 @@ class HydraDenseCLI(LightningCLI):
         """Backbone YAML files are checked first: an error inside a nested backbone file would
         otherwise surface as jsonargparse's "Config file loop detected", naming nothing useful."""
         argv = list(args) if isinstance(args, (list, tuple)) else (sys.argv[1:] if args is None else [])
+        for path in config_files_in_args(argv):
+            try:
+                check_config_file(path)
+            except ConfigFileError as err:
+                parser.error(str(err))
         for path in backbone_files_in_args(argv):
             try:
                 check_backbone_file(path)
@@ -234,11 +241,21 @@ def main(args: Optional[list[str]] = None, run: bool = True,
     return cli
 
 
+# a run stopped by SIGTERM exits as a killed process would (128 + 15), so a scheduler never reads it as done
+SIGTERM_EXIT = 143
+
+
 @plain_refusals
 def entry(argv: list[str]) -> int:
     """``hydra-dense-train`` / ``tools/train.py``: :func:`main`, refusing plainly
-    (:mod:`hydra_dense.runtime.refusal`)."""
-    main(argv)
+    (:mod:`hydra_dense.runtime.refusal`); exit status 143 after a SIGTERM stopped it (Lightning's
+    ``SIGTERMException`` is a ``SystemExit`` without a code, which would read as success)."""
+    try:
+        main(argv)
+    except SIGTERMException:
+        print("[stopped] SIGTERM received: the run stopped before its end (its last.ckpt is kept; go on with "
+              "--ckpt_path last)", file=sys.stderr, flush=True)
+        return SIGTERM_EXIT
     return 0
 
 

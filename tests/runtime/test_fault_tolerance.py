@@ -233,3 +233,13 @@ def test_slurm_templates_run_and_resume(template, tmp_path):
     assert second.returncode == 0, second.stderr[-3000:]
     assert "resuming from" in second.stdout + second.stderr
     assert torch.load(newest_checkpoint(tmp_path / "run"), weights_only=False)["global_step"] == 12
+
+
+def test_sigterm_on_fit_keeps_the_checkpoint_and_exits_non_zero(tmp_path):
+    """A scheduler reads exit 0 as a finished job: a run SIGTERM stopped must say it was stopped."""
+    cfg = write_config("segmentation", tmp_path)
+    stop = '--trainer.callbacks+={"class_path":"tests.helpers.crash_callbacks.KillAt","init_args":{"step":4,"sig":"SIGTERM"}}'
+    stopped = train("fit", cfg, tmp_path / "run", "--checkpoint_every_n_steps=2", stop)
+    assert stopped.returncode == 143, stopped.stderr[-2000:]
+    assert "SIGTERM received" in stopped.stderr and "--ckpt_path last" in stopped.stderr
+    assert torch.load(newest_checkpoint(tmp_path / "run"), weights_only=False)["global_step"] >= 4

@@ -83,3 +83,15 @@ def test_a_task_on_another_tasks_data_and_a_zero_batch_are_refused_before_anythi
     err = _refused(train("fit", seg, tmp_path / "z", "--data.init_args.batch_size=0"))
     assert "data.batch_size must be an integer >= 1, got 0" in err
     assert "| Name" not in err and not (tmp_path / "z").exists()  # before the model summary
+
+
+def test_an_empty_config_and_a_key_given_twice_are_refused_naming_the_file(tmp_path):
+    empty = tmp_path / "empty.yaml"
+    empty.write_text("# nothing yet\n")
+    twice = tmp_path / "twice.yaml"
+    twice.write_text("trainer:\n  max_steps: 3\n  log_every_n_steps: 1\n  max_steps: 5\n")
+    for path, words in ((empty, f"{empty} is empty"),
+                        (twice, f"{twice}: key 'max_steps' is given twice in one mapping (lines 2 and 4)")):
+        stderr = _refused(train("fit", path, tmp_path / "run"))
+        assert words in stderr
+        assert len(stderr.strip().splitlines()) <= 3  # no usage dump

@@ -1,0 +1,60 @@
+"""The YAML files a command line names, read strictly before LightningCLI reads them: an empty file
+and a key given twice (YAML keeps the last silently) are refused naming the file, key and lines."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Iterable
+
+import yaml
+
+__all__ = ["ConfigFileError", "check_config_file", "config_files_in_args"]
+
+
+class ConfigFileError(ValueError):
+    """A config file that a run would read wrongly or not at all."""
+
+
+class _StrictLoader(yaml.SafeLoader):
+    """``yaml.SafeLoader`` that refuses a mapping key given twice."""
+
+
+def _strict_mapping(loader: _StrictLoader, node: yaml.MappingNode, deep: bool = False) -> dict:
+    seen: dict = {}
+    for key_node, _ in node.value:
+        key = loader.construct_object(key_node, deep=deep)
+        if key in seen:
+            raise ConfigFileError(f"key {key!r} is given twice in one mapping (lines {seen[key] + 1} and "
+                                  f"{key_node.start_mark.line + 1}); YAML would keep the last silently: remove one")
+        seen[key] = key_node.start_mark.line
+    return loader.construct_mapping(node, deep=deep)
+
+
+_StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _strict_mapping)
+
+
+def check_config_file(path: Path) -> None:
+    """Refuse ``path`` (naming it) when it is empty or gives a key twice; a file that does not exist
+    or does not parse is left to the CLI, which names it."""
+    path = Path(path).expanduser()
+    if not path.is_file():
+        return
+    try:
+        data = yaml.load(path.read_text(), Loader=_StrictLoader)  # noqa: S506 - a SafeLoader subclass
+    except ConfigFileError as err:
+        raise ConfigFileError(f"{path}: {err}") from None
+    except (yaml.YAMLError, UnicodeDecodeError):
+        return
+    if data is None:
+        raise ConfigFileError(f"{path} is empty (no settings in it): give a config with trainer / model / data "
+                              f"sections, e.g. one of configs/segmentation/*.yaml")
+
+
+def config_files_in_args(args: Iterable[str]) -> list[Path]:
+    """The files of every ``--config FILE`` / ``--config=FILE`` / ``-c FILE`` in ``args``."""
+    args, found = list(args), []
+    for i, arg in enumerate(args):
+        if arg in ("--config", "-c") and i + 1 < len(args):
+            found.append(Path(args[i + 1]))
+        elif arg.startswith("--config="):
+            found.append(Path(arg.split("=", 1)[1]))
+    return found
