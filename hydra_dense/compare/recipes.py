@@ -98,6 +98,10 @@ def parse_recipes(plans: Optional[str], backbones: Optional[str] = None, depth: 
     for name in [p.strip() for p in (plans or "").split(",") if p.strip()]:
         base, start = split_recipe_name(name)
         plan = plan_from_name(base, depth)  # raises naming the bad plan
+        try:
+            plan.resolve(depth)  # a plan that does not fit the model is refused before anything trains
+        except ValueError as err:
+            raise ValueError(f"--plans: {name!r} does not fit the task's backbone of depth {depth}: {err}") from None
         if start in ("converted", "aligned", "distilled", "from_msa") and not any(k != "msa" for k in plan.resolve(depth)):
             raise ValueError(f"--plans: {name!r}: conversion needs a plan with non-MSA blocks")
         if start == "continued" and base != "msa":

@@ -34,6 +34,7 @@ from typing import Optional
 import yaml
 
 from ..compare.conversion import ALIGN_CONFIG, DEFAULT_CONVERT_CONFIG, TASK_CONVERT_CONFIG, VIDEO_CONVERT_CONFIG
+from ..bench.input_sizes import parse_size
 from ..compare.recipes import recipe_names
 from ..runtime.progress import silence_known_noise
 from ..runtime.refusal import plain_refusals
@@ -59,7 +60,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--list-plans", action="store_true", help="print every accepted plan name, one per line")
     p.add_argument("--backbones", help="comma-separated backbone YAMLs instead of --plans")
     p.add_argument("--pretrained", default="auto", help="auto (DINOv2 ViT-S/14 if available), none, or a path")
-    p.add_argument("--max-steps", type=int, default=0, help="override trainer.max_steps")
+    p.add_argument("--max-steps", type=int, default=None, help="override trainer.max_steps (default: the config's)")
     p.add_argument("--seed", type=int, default=0, help="the seed of a single-seed comparison")
     p.add_argument("--seeds", default="", help="comma-separated seeds, e.g. 0,1,2: every recipe runs once per seed")
     p.add_argument("--rerun", action="store_true", help="train again even where a finished run can be reused")
@@ -137,11 +138,20 @@ def parse_args(argv: Optional[list[str]] = None) -> tuple[ComparisonOptions, boo
     if bad:
         p.error(f"unexpected arguments {bad}; overrides look like --trainer.max_steps=10")
     seeds = _integers(p, "--seeds", args.seeds) or [args.seed]
+    for option, value in (("--max-steps", args.max_steps), ("--convert-steps", args.convert_steps),
+                          ("--align-steps", args.align_steps)):
+        if value is not None and value < 1:
+            p.error(f"{option} {value}: give 1 or more steps (leave it out to keep the config's)")
+    if str(args.speed_size) not in ("0", ""):
+        try:
+            parse_size(args.speed_size)
+        except ValueError as err:
+            p.error(f"--speed-size: {err}")
     config = find_shipped(args.config) or Path(args.config)
     plans, convert = _default_plans(str(config), args.backbones, args.pretrained)
     options = ComparisonOptions(
         config=config, plans=args.plans or plans, backbones=args.backbones, pretrained=args.pretrained,
-        max_steps=args.max_steps, seeds=seeds, rerun=args.rerun, out=Path(args.out),
+        max_steps=args.max_steps or 0, seeds=seeds, rerun=args.rerun, out=Path(args.out),
         convert_config=args.convert_config or convert, from_msa_convert_config=args.from_msa_convert_config,
         convert_steps=args.convert_steps, align_config=args.align_config, align_steps=args.align_steps,
         convert_args=args.convert_args.split(), speed_size=args.speed_size,

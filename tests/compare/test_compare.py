@@ -272,3 +272,19 @@ def test_the_table_says_what_the_head_s_global_pool_carries_and_the_score_near_a
     assert row["head_pool_cost"] == 7.0 and row["head_pool_zeroed"] == 35.0
     assert row["score_near"] == 51.0 and row["score_far"] == 38.0
     assert "global_cost" not in row  # no run had a global term to zero
+
+
+def test_steps_sizes_and_plans_that_cannot_run_are_refused_before_anything_trains(capsys):
+    from hydra_dense.compare.recipes import parse_recipes
+    from hydra_dense.jobs.compare import parse_args
+
+    for argv, words in ((["--max-steps", "0"], "--max-steps 0: give 1 or more steps"),
+                        (["--max-steps", "-1"], "--max-steps -1: give 1 or more steps"),
+                        (["--convert-steps", "0"], "--convert-steps 0: give 1 or more steps"),
+                        (["--speed-size", "7x"], "--speed-size: bad size '7x'")):
+        with pytest.raises(SystemExit):
+            parse_args(argv)
+        assert words in capsys.readouterr().err
+    assert parse_args([])[0].max_steps == 0  # left out: the config's own
+    with pytest.raises(ValueError, match="'hybrid6' does not fit the task's backbone of depth 4"):
+        parse_recipes("msa,hybrid6", depth=4)
