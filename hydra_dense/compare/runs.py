@@ -3,10 +3,12 @@ from __future__ import annotations
 
 import json
 import subprocess
+import time
 from pathlib import Path
 from typing import Optional
 
 from ..runtime.atomic_file import atomic_write_text
+from ..runtime.folder_lock import folder_lock
 from ..runtime.refusal import StepFailed
 from ..runtime.shipped import job_command, job_environment
 from .progress import JobProgress
@@ -30,13 +32,16 @@ def _same_request_was_started(req: RunRequest, run_dir: Path) -> bool:
 
 
 def _train_in_subprocess(req: RunRequest, run_dir: Path, rerun: bool) -> dict:
+    """Train ``req`` in a worker process. A finished result already there (``--rerun``) stays until
+    the worker replaces it with the new one, so a rerun killed half-way loses nothing."""
     run_dir.mkdir(parents=True, exist_ok=True)
     resume = not rerun and _same_request_was_started(req, run_dir)
-    (run_dir / "result.json").unlink(missing_ok=True)
     atomic_write_text(run_dir / "request.json", json.dumps(req.as_json(), indent=1))
     mode = ["--resume"] if resume else []
+    started = time.time()
     proc = subprocess.run(job_command("compare.worker", *mode, str(run_dir / "request.json")), env=job_environment())
-    if proc.returncode != 0 or not (run_dir / "result.json").is_file():
+    done = run_dir / "result.json"
+    if proc.returncode != 0 or not done.is_file() or done.stat().st_mtime < started - 1:
         raise StepFailed(f"run {req.recipe} seed {req.seed} failed (exit {proc.returncode}; its message is above); "
                          f"its request is {run_dir / 'request.json'}")
     return json.loads((run_dir / "result.json").read_text())
@@ -69,7 +74,13 @@ def read_finished(done: Path) -> Optional[dict]:
 
 def run_or_reuse(req: RunRequest, run_dir: Path, rerun: bool, progress: JobProgress) -> dict:
     """The finished run at ``run_dir`` when it was made by exactly this request, else a new one. A
-    finished run of another request there is refused (:class:`RunClash`) unless ``rerun``."""
+    finished run of another request there is refused (:class:`RunClash`) unless ``rerun``; a run
+    folder another comparison is writing right now is refused (:class:`FolderBusy`)."""
+    with folder_lock(run_dir, "another comparison"):
+        return _run_or_reuse(req, run_dir, rerun, progress)
+
+
+def _run_or_reuse(req: RunRequest, run_dir: Path, rerun: bool, progress: JobProgress) -> dict:
     req.key = req.identity()
     done = run_dir / "result.json"
     progress.start(req.recipe, req.seed)

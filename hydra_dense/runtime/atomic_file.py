@@ -30,6 +30,7 @@ def atomic_target(path: Union[str, Path], sync_folder: bool = False) -> Iterator
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, name = tempfile.mkstemp(prefix=f".{path.name}.tmp-", dir=path.parent)
+    os.fchmod(fd, 0o666 & ~_umask())  # mkstemp makes it 0600: give it the mode an open() would
     os.close(fd)
     tmp = Path(name)
     try:
@@ -69,6 +70,13 @@ def atomic_savefig(fig, path: Union[str, Path], **kwargs) -> Path:
     kwargs.setdefault("format", path.suffix.lstrip(".") or "png")
     atomic_write(path, lambda fh: fig.savefig(fh, **kwargs))
     return path
+
+
+def _umask() -> int:
+    """The process's umask (read by setting it, so set straight back)."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
 
 
 def _fsync_folder(folder: Path) -> None:

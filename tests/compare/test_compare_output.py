@@ -93,3 +93,26 @@ def test_a_killed_run_goes_on_from_its_last_checkpoint_and_rerun_starts_over(tmp
     assert json.loads((run_dir / "result.json").read_text())["steps"] == 2
     run_compare(tmp_path, config, "out", "--plans", "msa", "--seeds", "0", "--rerun")
     assert "resuming" not in capfd.readouterr().out
+
+
+def test_a_killed_rerun_keeps_the_finished_result_and_a_busy_run_folder_is_refused(tmp_path, monkeypatch):
+    """--rerun replaces a result only with a finished one; a run folder that another comparison is
+    writing is refused at once (two jobs into one --out would mix their runs)."""
+    import subprocess
+
+    from hydra_dense.compare import runs
+    from hydra_dense.runtime.folder_lock import FolderBusy, folder_lock
+
+    config = compare_seg_config(tmp_path, steps=2)
+    run_compare(tmp_path, config, "out", "--plans", "msa", "--seeds", "0")
+    result = tmp_path / "out" / "msa" / "seed0" / "result.json"
+    before = result.read_text()
+    killed = subprocess.CompletedProcess([], -15)
+    monkeypatch.setattr(runs.subprocess, "run", lambda *a, **k: killed)  # the worker is killed at once
+    with pytest.raises(Exception, match="run msa seed 0 failed \\(exit -15"):
+        run_compare(tmp_path, config, "out", "--plans", "msa", "--seeds", "0", "--rerun")
+    assert result.read_text() == before
+    monkeypatch.undo()
+    with folder_lock(result.parent, "the first comparison"):
+        with pytest.raises(FolderBusy, match="is being written by another comparison right now"):
+            run_compare(tmp_path, config, "out", "--plans", "msa", "--seeds", "0")
