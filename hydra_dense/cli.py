@@ -64,6 +64,9 @@ class HydraDenseCLI(LightningCLI):
                             help="write last.ckpt this often during training (wall clock, decided on rank 0)")
         parser.add_argument("--checkpoint_every_n_steps", type=Optional[int], default=None,
                             help="write last.ckpt every N optimizer steps instead (reproducible positions)")
+        parser.add_argument("--allow_untrained", type=bool, default=False,
+                            help="validate / test / predict without --ckpt_path: the config's own weights (random, or "
+                                 "a pretrained backbone under an untrained head)")
 
     def instantiate_classes(self) -> None:
         """Build model, data and trainer; an error in a constructor (a missing data folder, a bad
@@ -145,6 +148,10 @@ class HydraDenseCLI(LightningCLI):
         """``last`` -> the newest resumable checkpoint under the run's root; any path -> checked now."""
         cfg = self.config_init[subcommand]
         path = cfg.get("ckpt_path")
+        if path is None and subcommand != "fit" and not self._option("allow_untrained"):
+            raise ValueError(f"{subcommand}: no --ckpt_path, so the model would have the config's untrained weights; "
+                             f"give the trained checkpoint (--ckpt_path <file> or last), or --allow_untrained=true to "
+                             f"{subcommand} those weights anyway")
         if path is None or path in SPECIAL_CKPT:
             return
         if path == "last":

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -20,6 +21,7 @@ import torch
 from jsonargparse import ArgumentParser
 
 from ..cli import parse_config
+from ..runtime.atomic_file import atomic_write_text
 from ..runtime.refusal import plain_refusals
 from ..runtime.resume import check_checkpoint_matches
 from .onnx import example_inputs, export_onnx, export_wrapper, onnx_parity
@@ -30,7 +32,23 @@ def _size(text: str) -> tuple[int, int]:
         h, w = (int(v) for v in text.lower().replace(",", "x").split("x"))
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected HxW (e.g. 512x512), got {text!r}") from None
+    if h < 1 or w < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive HxW (e.g. 512x512), got {text!r}")
     return h, w
+
+
+def _check_outputs(p: argparse.ArgumentParser, out: Path, program: bool) -> None:
+    """``--out`` names the ONNX file (``.onnx``, so that its report ``<stem>.json`` and program
+    ``<stem>.pt2`` never land on the file asked for) in a folder this process can write."""
+    if out.suffix != ".onnx":
+        p.error(f"--out {out}: name the model file with .onnx (its report is written beside it as "
+                f"{out.with_suffix('.json').name}, which would otherwise replace or take another file's name)")
+    folder = out.parent if str(out.parent) else Path(".")
+    if folder.exists() and not os.access(folder, os.W_OK | os.X_OK):
+        p.error(f"--out {out}: cannot write into {folder} (permission denied)")
+    for path in [out, out.with_suffix(".json")] + ([out.with_suffix(".pt2")] if program else []):
+        if path.is_dir():
+            p.error(f"--out {out}: {path} is a folder")
 
 
 def build_task(config: str, ckpt_path: Optional[str], overrides: list[str]) -> torch.nn.Module:
@@ -62,9 +80,16 @@ def main(argv: Optional[list[str]] = None) -> int:
                    help="further HxW to check parity at (with --dynamic)")
     p.add_argument("--program", action="store_true", help="also save the torch.export program (<out>.pt2)")
     p.add_argument("--tolerance", type=float, default=1e-4, help="largest accepted |onnxruntime - PyTorch|")
+    p.add_argument("--allow-untrained", action="store_true",
+                   help="export without --ckpt_path: the config's own weights (random, or a pretrained backbone "
+                        "under an untrained head)")
     args, overrides = p.parse_known_args(argv)
     if args.check_size and not args.dynamic:
         p.error("--check-size needs --dynamic (a fixed-size export runs at --size only)")
+    if args.ckpt_path is None and not args.allow_untrained:
+        p.error("no --ckpt_path: the export would hold the config's untrained weights; give the trained checkpoint, "
+                "or --allow-untrained to export those weights anyway")
+    _check_outputs(p, args.out, args.program)
 
     missing = [m for m in ("onnx", "onnxscript", "onnxruntime") if importlib.util.find_spec(m) is None]
     if missing:
@@ -88,7 +113,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     report = dict(onnx=str(args.out), program=str(program) if program else None, kind=spec.kind,
                   inputs=spec.input_names, outputs=spec.output_names, dynamic=args.dynamic,
                   export_seconds=round(seconds, 1), max_abs_error=errors, tolerance=args.tolerance, notes=spec.notes)
-    args.out.with_suffix(".json").write_text(json.dumps(report, indent=1))
+    atomic_write_text(args.out.with_suffix(".json"), json.dumps(report, indent=1))
     for size, err in errors.items():
         print(f"[export] {args.out} at {size}: onnxruntime vs PyTorch max |error| {err:.2e} "
               f"({'ok' if err <= args.tolerance else 'ABOVE'} tolerance {args.tolerance:g})")

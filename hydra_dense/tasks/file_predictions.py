@@ -1,13 +1,27 @@
 """``predict`` on a user's files (``data.predict_files``): where the tasks write, on every rank."""
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 from typing import Optional
 
 from ..predict.outputs import PredictionOutputs
 from .run_dir import RunDirMixin
 
-__all__ = ["FilePredictions"]
+__all__ = ["FilePredictions", "unused_predictions_folder"]
+
+log = logging.getLogger(__name__)
+
+
+def unused_predictions_folder(run_dir: Path) -> Path:
+    """``<run_dir>/predictions``, or ``predictions_2``, ``_3``, ... when an earlier predict run (its
+    logger off, so its folder is the same) left files there: two runs' outputs never mix."""
+    n = 1
+    while True:
+        folder = run_dir / ("predictions" if n == 1 else f"predictions_{n}")
+        if not folder.exists() or not any(folder.iterdir()):
+            return folder
+        n += 1
 
 
 class FilePredictions(RunDirMixin):
@@ -27,7 +41,15 @@ class FilePredictions(RunDirMixin):
     def on_predict_epoch_start(self) -> None:
         self._resolve_run_dir()
         inputs = getattr(self._predict_dataset(), "inputs", None)
-        self.predictions = PredictionOutputs(self.run_dir / "predictions", inputs) if inputs is not None else None
+        if inputs is None:
+            self.predictions = None
+            return
+        # rank 0 chooses, every rank writes there: a folder another rank already wrote into must not look taken
+        folder = self.trainer.strategy.broadcast(unused_predictions_folder(self.run_dir), src=0)
+        if folder.name != "predictions" and self.trainer.is_global_zero:
+            log.warning("%s holds an earlier predict run's files: this run writes to %s", self.run_dir / "predictions",
+                        folder)
+        self.predictions = PredictionOutputs(folder, inputs)
 
     def on_predict_epoch_end(self) -> None:
         if self.predictions is not None:

@@ -41,7 +41,7 @@ def test_segmentation_export_matches_pytorch_and_holds_no_compiled_kernels(tmp_p
     assert dims == [1, 4, 64, 96]
 
     out = tmp_path / "seg.onnx"
-    assert main(["--config", str(config), "--size", "64x96", "--out", str(out)]) == 0
+    assert main(["--allow-untrained", "--config", str(config), "--size", "64x96", "--out", str(out)]) == 0
     report = _report(out)
     assert report["max_abs_error"]["64x96"] <= 1e-4 and report["outputs"] == ["logits"]
 
@@ -53,7 +53,7 @@ NO_ANTIALIAS = "--model.init_args.backbone.init_args.pos_embed_antialias=false"
 def test_detection_pyramid_exports_with_dynamic_size_and_a_torch_export_program(tmp_path):
     config = write_config("detection", tmp_path)
     out = tmp_path / "det.onnx"
-    assert main(["--config", str(config), "--size", "64x64", "--dynamic", "--check-size", "96x128",
+    assert main(["--allow-untrained", "--config", str(config), "--size", "64x64", "--dynamic", "--check-size", "96x128",
                  "--check-size", "32x48", "--program", "--out", str(out), NO_ANTIALIAS]) == 0
     report = _report(out)
     assert report["inputs"] == ["images", "pad_mask"]
@@ -107,7 +107,7 @@ def test_detection_export_without_a_mask_where_positions_antialias(tmp_path):
 def test_video_export_matches_pytorch(tmp_path):
     config = write_config("video", tmp_path)
     out = tmp_path / "video.onnx"
-    assert main(["--config", str(config), "--size", "32x32", "--out", str(out)]) == 0
+    assert main(["--allow-untrained", "--config", str(config), "--size", "32x32", "--out", str(out)]) == 0
     report = _report(out)
     assert report["inputs"] == ["clips"] and report["max_abs_error"]["32x32"] <= 1e-4
 
@@ -116,9 +116,9 @@ def test_export_errors_name_what_is_wrong(tmp_path):
     config = write_config("segmentation", tmp_path)
     out = tmp_path / "seg.onnx"
     with pytest.raises(ValueError, match="height 60 is not a multiple of the patch size 4; use 60|width 62 .* use 64"):
-        main(["--config", str(config), "--size", "64x62", "--out", str(out)])
+        main(["--allow-untrained", "--config", str(config), "--size", "64x62", "--out", str(out)])
     with pytest.raises(ValueError, match="--dynamic: the segmentation model's UPerNet head"):
-        main(["--config", str(config), "--size", "64x64", "--dynamic", "--out", str(out)])
+        main(["--allow-untrained", "--config", str(config), "--size", "64x64", "--dynamic", "--out", str(out)])
     from hydra_dense.deploy.__main__ import build_task
 
     other = tmp_path / "detection.ckpt"
@@ -137,5 +137,21 @@ def test_export_without_the_export_extra_names_the_extra(monkeypatch, capsys):
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "onnxscript" else real(name, *a))
     with pytest.raises(SystemExit):
-        main(["--config", "configs/segmentation/demo_digits.yaml", "--size", "112x112", "--out", "m.onnx"])
+        main(["--allow-untrained", "--config", "configs/segmentation/demo_digits.yaml", "--size", "112x112", "--out", "m.onnx"])
     assert 'exporting needs onnxscript, from the export extra: pip install -e ".[export]"' in capsys.readouterr().err
+
+
+def test_an_export_without_weights_or_with_an_out_that_is_not_onnx_is_refused_before_anything_runs(tmp_path, capsys):
+    """No untrained model is exported unasked, and --out never replaces a file it does not name."""
+    config = write_config("segmentation", tmp_path)
+    notes = tmp_path / "notes.json"
+    notes.write_text("mine")
+    for args, words in (([], "no --ckpt_path: the export would hold the config's untrained weights"),
+                        (["--allow-untrained", "--out", str(tmp_path / "notes.txt")], "name the model file with .onnx"),
+                        (["--allow-untrained", "--out", str(tmp_path / "model.json")], "name the model file with .onnx"),
+                        (["--allow-untrained", "--size", "0x0"], "expected a positive HxW")):
+        argv = ["--config", str(config), "--size", "64x64", "--out", str(tmp_path / "m.onnx"), *args]
+        with pytest.raises(SystemExit):
+            main(argv)
+        assert words in capsys.readouterr().err
+    assert notes.read_text() == "mine" and not (tmp_path / "m.onnx").exists()

@@ -77,7 +77,7 @@ def test_predict_files_segmentation_writes_labels_overlays_and_a_summary(tmp_pat
     config = write_config("segmentation", tmp_path)
     folder = _inputs(tmp_path / "photos")
     root = tmp_path / "run"
-    proc = ok(train("predict", config, root, f"--data.init_args.predict_files={folder}",
+    proc = ok(train("predict", config, root, "--allow_untrained=true", f"--data.init_args.predict_files={folder}",
                     "--data.init_args.num_workers=2",  # as the shipped configs: files read in worker processes
                     "--model.init_args.slide_crop=[32,32]", "--model.init_args.slide_stride=[20,20]"))
     out = next(root.rglob("predictions"))
@@ -98,7 +98,7 @@ def test_predict_files_detection_writes_coco_results_and_drawings(tmp_path):
     _image(folder / "a.jpg", 64, 80, seed=3)
     _image(folder / "b.jpg", 50, 64, seed=4)
     root = tmp_path / "run"
-    ok(train("predict", config, root, f"--data.init_args.predict_files={folder / '*.jpg'}"))
+    ok(train("predict", config, root, "--allow_untrained=true", f"--data.init_args.predict_files={folder / '*.jpg'}"))
     out = next(root.rglob("predictions"))
     assert Image.open(out / "a.png").size == (80, 64) and Image.open(out / "b.png").size == (64, 50)
     results = json.loads((out / "detections.json").read_text())
@@ -117,7 +117,7 @@ def test_predict_files_video_writes_top5_once_per_video_under_ddp(tmp_path):
         shutil.copy(v, folder / f"clip{i}" / v.name)
     (folder / "clip0" / "corrupt.mp4").write_bytes(b"\x00" * 100)
     root = tmp_path / "run"
-    ok(train("predict", config, root, f"--data.init_args.predict_files={folder}", procs=2))
+    ok(train("predict", config, root, "--allow_untrained=true", f"--data.init_args.predict_files={folder}", procs=2))
     out = next(root.rglob("predictions"))
     rows = list(csv.DictReader((out / "top5.csv").open()))
     assert sorted(r["file"] for r in rows) == [f"clip{i}/{v.stem}" for i, v in enumerate(videos)]
@@ -138,7 +138,7 @@ def test_predict_files_segmentation_takes_tiny_and_sixteen_bit_images(tmp_path):
     Image.fromarray(np.full((20, 30), 40000, dtype=np.uint16)).save(folder / "b_deep.png")
     _image(folder / "c_normal.png", 24, 20)
     root = tmp_path / "run"
-    proc = ok(train("predict", config, root, f"--data.init_args.predict_files={folder}"))
+    proc = ok(train("predict", config, root, "--allow_untrained=true", f"--data.init_args.predict_files={folder}"))
     out = next(root.rglob("predictions"))
     assert Image.open(out / "a_dot.png").size == (1, 1) and Image.open(out / "b_deep.png").size == (30, 20)
     summary = json.loads((out / "summary.json").read_text())
@@ -182,7 +182,7 @@ def test_predict_on_a_shared_stem_and_a_float_tiff(tmp_path):
     _image(folder / "a.jpg", 48, 80, seed=2)
     Image.fromarray(np.full((20, 30), 0.5, dtype=np.float32)).save(folder / "float.tif")
     root = tmp_path / "run"
-    ok(train("predict", config, root, f"--data.init_args.predict_files={folder}",
+    ok(train("predict", config, root, "--allow_untrained=true", f"--data.init_args.predict_files={folder}",
              "--model.init_args.slide_crop=[32,32]", "--model.init_args.slide_stride=[20,20]"))
     out = next(root.rglob("predictions"))
     assert Image.open(out / "a.png.png").size == (64, 64) and Image.open(out / "a.jpg.png").size == (80, 48)
@@ -200,3 +200,25 @@ def test_an_image_over_pils_pixel_limit_is_named_with_the_option_that_reads_it(t
     assert isinstance(refused, Unreadable) and "max_image_pixels" in refused.reason
     image, index = ImageFiles([path], max_image_pixels=10_000)[0]
     assert image.shape == (3, 40, 60) and index == 0
+
+
+def test_a_second_predict_run_into_the_same_folder_never_mixes_with_the_first_and_untrained_is_refused(tmp_path):
+    """With the logger off both runs' folder is the root itself: the second writes predictions_2. And
+    predicting without a checkpoint is refused unless asked for (untrained weights, said plainly)."""
+    config = write_config("segmentation", tmp_path)
+    root = tmp_path / "run"
+    first, second = tmp_path / "first", tmp_path / "second"
+    _image(first / "s0.jpg", 24, 20, seed=1)
+    _image(first / "s1.jpg", 24, 20, seed=2)
+    _image(second / "s0.jpg", 20, 24, seed=3)
+    for folder in (first, second):
+        ok(train("predict", config, root, "--allow_untrained=true", "--trainer.logger=false",
+                 f"--data.init_args.predict_files={folder}"))
+    one, two = json.loads((root / "predictions" / "summary.json").read_text()), \
+        json.loads((root / "predictions_2" / "summary.json").read_text())
+    assert (one["predicted"], two["predicted"]) == (2, 1)
+    assert Image.open(root / "predictions" / "s0.png").size == (20, 24)  # the first run's, kept
+    assert Image.open(root / "predictions_2" / "s0.png").size == (24, 20)
+    refused = train("predict", config, tmp_path / "r", f"--data.init_args.predict_files={first}")
+    assert refused.returncode == 2 and "predict: no --ckpt_path" in refused.stderr
+    assert "--allow_untrained=true" in refused.stderr
