@@ -8,6 +8,7 @@ import torch
 import torch.nn.functional as F
 from PIL import Image
 from torch import nn
+from lightning.pytorch.utilities import rank_zero_warn
 from torchmetrics import MetricCollection
 from torchmetrics.classification import MulticlassAccuracy, MulticlassConfusionMatrix
 
@@ -109,6 +110,7 @@ class SegmentationTask(DenseTask):
         self.val_metrics = base.clone(prefix="val_")
         self.test_metrics = base.clone(prefix="test_")
         self.last_per_class_iou: Optional[list[float]] = None
+        self._unlabelled_batches = self._seen_batches = 0
 
     # ---- model -----------------------------------------------------------------------------
     def _levels(self, images: torch.Tensor, pad: Optional[torch.Tensor]) -> list[torch.Tensor]:
@@ -145,6 +147,20 @@ class SegmentationTask(DenseTask):
         images, masks, pad, _ = batch
         levels = self._levels(images, pad)
         logits = F.interpolate(self.head(levels), size=images.shape[-2:], mode="bilinear", align_corners=False)
+        if not (masks != self.hparams.ignore_index).any():
+            # cross-entropy over no pixel is 0/0: name the cause instead of a NaN loss, and teach nothing
+            self._unlabelled_batches += 1
+            if self._unlabelled_batches == 1:
+                rank_zero_warn(f"training step {self.global_step}: every mask pixel of the batch is ignore_index="
+                               f"{self.hparams.ignore_index}, so it has no labelled pixel to learn from (skipped; "
+                               f"if every batch is like this, check the masks' values and reduce_zero_label)")
+            limit = min(20, self.trainer.max_steps) if self.trainer.max_steps > 0 else 20
+            if self._seen_batches == 0 and self._unlabelled_batches >= limit:
+                raise ValueError(f"the first {self._unlabelled_batches} training batches hold no labelled pixel: every "
+                                 f"mask pixel is ignore_index={self.hparams.ignore_index} (check the masks' values, "
+                                 f"num_classes and reduce_zero_label)")
+            return (logits * 0).sum()
+        self._seen_batches += 1
         loss = F.cross_entropy(logits, masks, ignore_index=self.hparams.ignore_index)
         self.log("train_loss", loss, prog_bar=True, batch_size=images.shape[0])
         if self.aux is not None:
@@ -218,6 +234,11 @@ class SegmentationTask(DenseTask):
 
     def _log_metrics(self, metrics: MetricCollection, prefix: str) -> None:
         out = metrics.compute()
+        if int(out[f"{prefix}confmat"].sum()) == 0:
+            split = "validation" if prefix == "val_" else "test"
+            rank_zero_warn(f"{split}: no mask holds a labelled pixel (every pixel is ignore_index="
+                           f"{self.hparams.ignore_index}), so {prefix}mIoU is undefined (nan) and {prefix}pixel_acc "
+                           f"means nothing; check the {split} masks' values and reduce_zero_label")
         iou = iou_from_confusion(out[f"{prefix}confmat"])
         miou = torch.nanmean(iou)
         self.log(f"{prefix}mIoU", miou.float(), prog_bar=True, sync_dist=False)

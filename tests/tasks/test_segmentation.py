@@ -247,3 +247,24 @@ def test_skipped_samples_are_reported_once_per_fit_and_kept_in_the_run_folder(tm
     report = json.loads((tmp_path / "run" / "data_report.json").read_text())
     assert report["skipped_samples"] == {"train": 2, "val": 0}  # the bad image, once in each of the 2 epochs
     assert caplog.text.count("skipped unreadable samples (skip_bad): train 2") == 1
+
+
+def test_masks_without_a_labelled_pixel_are_named_not_turned_into_nan(tmp_path):
+    """Every mask pixel 255 (ignore): validation says its mIoU is undefined and why; training skips
+    such batches with a warning naming the cause, and refuses when no batch has a labelled pixel."""
+    root = make_ade(tmp_path / "ade", n_train=8, n_val=2)
+    for mask in (root / "annotations").rglob("*.png"):
+        Image.fromarray(np.full((32, 32), 255, np.uint8)).save(mask)
+    dm = SegmentationDataModule(str(root), num_classes=4, crop_size=(32, 32), batch_size=2, val_batch_size=2,
+                                num_workers=0)
+    task = SegmentationTask(tiny_backbone(plan="hydra"), num_classes=4, decode_head="linear", warmup_steps=1)
+    trainer = L.Trainer(max_steps=3, accelerator="cpu", logger=False, enable_checkpointing=False,
+                        enable_progress_bar=False, enable_model_summary=False, default_root_dir=tmp_path,
+                        num_sanity_val_steps=0, limit_val_batches=0)
+    with pytest.warns(UserWarning, match="every mask pixel of the batch is ignore_index=255"):
+        with pytest.raises(ValueError, match="the first 3 training batches hold no labelled pixel"):
+            trainer.fit(task, datamodule=dm)
+    assert all(torch.isfinite(p).all() for p in task.parameters())
+    with pytest.warns(UserWarning, match="validation: no mask holds a labelled pixel"):
+        L.Trainer(accelerator="cpu", logger=False, enable_progress_bar=False).validate(task, datamodule=dm,
+                                                                                        verbose=False)
