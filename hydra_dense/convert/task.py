@@ -297,7 +297,7 @@ class ConversionTask(L.LightningModule):
     def error_sums_over(self, loader, title: str, progress: bool = True) -> Optional[torch.Tensor]:
         """:meth:`_error_sums` summed over a loader's batches (None when it yields no images)."""
         sums = None
-        for batch in tqdm(loader, desc=title, disable=not progress, leave=False):
+        for batch in tqdm(loader, desc=title, unit="batch", disable=not progress, leave=False):
             if batch is None:
                 continue
             s = self._error_sums(batch[0].to(self.device))
@@ -311,7 +311,7 @@ class ConversionTask(L.LightningModule):
 
     def on_fit_start(self) -> None:
         if self.hparams.measure_before and torch.isnan(self.error_before).all():  # not on resume
-            errors = self.held_out_errors("error before conversion")
+            errors = self.held_out_errors("measuring the held-out error before conversion")
             if errors is not None:
                 blocks, levels, final = self._split_errors(errors)
                 self.error_before.copy_(blocks)
@@ -319,7 +319,7 @@ class ConversionTask(L.LightningModule):
                 self.feature_error_before.copy_(final)
 
     def on_train_end(self) -> None:
-        errors = self.held_out_errors("error after conversion")
+        errors = self.held_out_errors("measuring the held-out error after conversion")
         if errors is not None:
             blocks, levels, final = self._split_errors(errors)
             self.error_after.copy_(blocks)

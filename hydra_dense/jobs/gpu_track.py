@@ -52,14 +52,14 @@ SEEDS = (0, 1, 2)
 
 
 def comparison_arguments(dry_run: bool, out: str, extra: list[str], config: str = LARGE_DEMO_CONFIG,
-                         steps: int = 1000) -> list[str]:
+                         steps: int = 1000, seeds: tuple[int, ...] = SEEDS) -> list[str]:
     """The comparison's command line: full scale (``steps``) on a GPU, or toy steps on the CPU."""
     args = ["--config", config, "--plans", GPU_TRACK_PLANS, "--out", out]
     if dry_run:
         return args + ["--seeds", "0", "--max-steps", "2", "--convert-steps", "2", "--speed-size", "0",
                        "--speed-repeats", "1", "--trainer.val_check_interval=2", "--trainer.limit_val_batches=2",
                        "--data.init_args.limit_train=16", *extra]
-    return args + ["--seeds", ",".join(map(str, SEEDS)), "--max-steps", str(steps),
+    return args + ["--seeds", ",".join(map(str, seeds)), "--max-steps", str(steps),
                    f"--trainer.val_check_interval={max(1, steps // 2)}",
                    "--trainer.precision=bf16-mixed", "--data.init_args.num_workers=4", *extra]
 
@@ -99,7 +99,7 @@ def controls_arguments(full: list[str], controls: str) -> list[str]:
     """The controls' comparison: the track's, with MSA and the ``controls`` plans, first seed only."""
     args = list(full)
     args[args.index("--plans") + 1] = ",".join(["msa", *[c for c in controls.split(",") if c.strip()]])
-    args[args.index("--seeds") + 1] = str(SEEDS[0])
+    args[args.index("--seeds") + 1] = args[args.index("--seeds") + 1].split(",")[0]
     return args
 
 
@@ -178,6 +178,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     p.add_argument("--config", default=LARGE_DEMO_CONFIG, help="the track's task config (default: the large-token "
                                                               "track)")
     p.add_argument("--steps", type=int, default=1000, help="fine-tuning steps of every run")
+    p.add_argument("--seeds", default=",".join(map(str, SEEDS)), help="seeds of every plan (default 0,1,2)")
     p.add_argument("--controls", default="", help="plans run with the first seed only, beside MSA's, e.g. "
                                                   "vitdet8_msa,vitdet8_windows (table_controls.md)")
     p.add_argument("--at-once", type=int, default=6, help="runs sharing the GPU at a time (1: one comparison, "
@@ -189,7 +190,8 @@ def main(argv: Optional[list[str]] = None) -> int:
         raise ValueError(f"--at-once {args.at_once}: give 1 or more runs at a time")
     if args.steps < 1:
         raise ValueError(f"--steps {args.steps}: give 1 or more")
-    full = comparison_arguments(args.dry_run, args.out, extra, args.config, args.steps)
+    seeds = tuple(int(s) for s in args.seeds.split(",") if s.strip())
+    full = comparison_arguments(args.dry_run, args.out, extra, args.config, args.steps, seeds)
     if not args.dry_run and args.at_once > 1:
         started = time.time()
         # the data and weights every worker reads, prepared once here rather than by workers racing
@@ -197,7 +199,8 @@ def main(argv: Optional[list[str]] = None) -> int:
             prepare_embedded_data(find_shipped(config) or Path(config))
         pretrained_weights("auto")
         conversions = _Conversions(full)
-        runs = track_runs(GPU_TRACK_PLANS) + [(c, SEEDS[0]) for c in args.controls.split(",") if c.strip()]
+        runs = track_runs(GPU_TRACK_PLANS, seeds) + [(c, seeds[0]) for c in args.controls.split(",") if c.strip()
+                                                     and (c, seeds[0]) not in track_runs(GPU_TRACK_PLANS, seeds)]
         _run_together(runs, full, Path(args.out), args.at_once, conversions.done)
         print(f"[gpu_track] all runs done in {(time.time() - started) / 60:.1f} min; timing and the table",
               flush=True)
