@@ -99,9 +99,14 @@ def find_run(run_dir: Path) -> FinishedRun:
         raise FileNotFoundError(f"--from-run: no checkpoint (*.ckpt) under {config.parent}, the folder of the run's "
                                 f"config {config.name}")
     ckpt = torch.load(checkpoints[-1], map_location="cpu", weights_only=False, mmap=True)
-    seed = (yaml.safe_load(config.read_text()) or {}).get("seed_everything")
-    return FinishedRun(config, [], checkpoints[-1], int(seed) if isinstance(seed, int) else 0,
-                       int(ckpt.get("global_step", 0)))
+    saved = yaml.safe_load(config.read_text()) or {}
+    seed, step = saved.get("seed_everything"), int(ckpt.get("global_step", 0))
+    max_steps = ((saved.get("trainer") or {}).get("max_steps") or -1) if isinstance(saved.get("trainer"), dict) else -1
+    if isinstance(max_steps, int) and 0 < max_steps and step < max_steps:
+        raise ValueError(f"--from-run: {run_dir} is unfinished: its newest checkpoint {checkpoints[-1].name} is at step "
+                         f"{step} of trainer.max_steps {max_steps} (still training, or stopped early); let it finish "
+                         f"(fit again with --ckpt_path last) before converting it")
+    return FinishedRun(config, [], checkpoints[-1], int(seed) if isinstance(seed, int) else 0, step)
 
 
 def _comparison_run(run_dir: Path) -> FinishedRun:
@@ -109,9 +114,12 @@ def _comparison_run(run_dir: Path) -> FinishedRun:
     if not weights.is_file():
         raise FileNotFoundError(f"--from-run: {run_dir} is a comparison run without final_weights.pt (only the "
                                 "first seed keeps its weights unless the comparison keeps them all)")
-    req = RunRequest.read(run_dir / "request.json")
     result = run_dir / "result.json"
-    steps = json.loads(result.read_text()).get("steps", 0) if result.is_file() else 0
+    if not result.is_file():
+        raise ValueError(f"--from-run: {run_dir} is unfinished: it has no result.json yet (its comparison is still "
+                         f"training it, or was stopped; run that comparison again to finish it)")
+    req = RunRequest.read(run_dir / "request.json")
+    steps = json.loads(result.read_text()).get("steps", 0)
     overrides = list(req.overrides) + ([f"--trainer.max_steps={req.max_steps}"] if req.max_steps else [])
     return FinishedRun(Path(req.config), overrides, weights, int(req.seed), int(steps))
 

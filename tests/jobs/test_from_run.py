@@ -126,3 +126,22 @@ def test_convert_help_shows_its_two_modes_and_from_run_help_works(capsys):
     with pytest.raises(SystemExit) as exc:
         convert_main(["--from-run", "--help"])
     assert exc.value.code == 0 and "--from-run RUN_DIR" in capsys.readouterr().out
+
+
+def test_from_run_refuses_a_run_that_has_not_finished(tmp_path):
+    """A checkpoint short of the run's max_steps (still training, or stopped) is not converted as if done."""
+    logs = tmp_path / "fit" / "lightning_logs" / "version_0"
+    (logs / "checkpoints").mkdir(parents=True)
+    (logs / "config.yaml").write_text("seed_everything: 0\ntrainer:\n  max_steps: 400\n")
+    torch.save({"global_step": 107, "state_dict": {}}, logs / "checkpoints" / "last.ckpt")
+    with pytest.raises(ValueError, match="is unfinished: its newest checkpoint last.ckpt is at step 107 of "
+                                         "trainer.max_steps 400"):
+        find_run(tmp_path / "fit")
+    torch.save({"global_step": 400, "state_dict": {}}, logs / "checkpoints" / "last.ckpt")
+    assert find_run(tmp_path / "fit").steps == 400
+    run = tmp_path / "compare" / "msa" / "seed0"
+    run.mkdir(parents=True)
+    (run / "request.json").write_text("{}")
+    (run / "final_weights.pt").write_bytes(b"")
+    with pytest.raises(ValueError, match="is unfinished: it has no result.json yet"):
+        find_run(run)
