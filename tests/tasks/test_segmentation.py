@@ -266,6 +266,5 @@ def test_masks_without_a_labelled_pixel_are_named_not_turned_into_nan(tmp_path):
             trainer.fit(task, datamodule=dm)
     assert all(torch.isfinite(p).all() for p in task.parameters())
     with pytest.warns(UserWarning, match="validation: no mask holds a labelled pixel"):
-        L.Trainer(accelerator="cpu", logger=False, enable_progress_bar=False, default_root_dir=tmp_path).validate(
-            task, datamodule=dm,
-                                                                                        verbose=False)
+        validator = L.Trainer(accelerator="cpu", logger=False, enable_progress_bar=False, default_root_dir=tmp_path)
+        validator.validate(task, datamodule=dm, verbose=False)
