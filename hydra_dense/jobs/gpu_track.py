@@ -31,7 +31,8 @@ from typing import NamedTuple, Optional
 
 import torch
 
-from ..compare.conversion import DEFAULT_CONVERT_CONFIG
+from ..backbones.sizes import configured_depth
+from ..compare.conversion import DEFAULT_CONVERT_CONFIG, convert_config_for, converted_checkpoint, task_backbone_config
 from ..compare.recipes import parse_recipes, split_recipe_name
 from ..compare.run_setup import pretrained_weights
 from ..compare.runs import read_finished, run_folder
@@ -41,7 +42,6 @@ from ..runtime.shipped import find_shipped, job_command, job_environment
 from .compare import CONVERTIBLE_PLANS, LARGE_DEMO_CONFIG
 from .compare import main as compare_main
 from .compare import parse_args
-from .comparison import recipe_conversions, task_depth
 
 __all__ = ["main", "entry", "GPU_TRACK_PLANS", "comparison_arguments", "worker_arguments", "controls_arguments",
            "track_runs", "ready_runs", "finished_score"]
@@ -49,6 +49,9 @@ __all__ = ["main", "entry", "GPU_TRACK_PLANS", "comparison_arguments", "worker_a
 # MSA, the recommended all-Hydra recipe and its control: the same local branch without the global term
 GPU_TRACK_PLANS = CONVERTIBLE_PLANS
 SEEDS = (0, 1, 2)
+# the folder the job started in: workers start there and logs are written there, whatever folder a
+# thread's config parsing has moved the process to for a moment
+START_FOLDER = Path.cwd()
 
 
 def comparison_arguments(dry_run: bool, out: str, extra: list[str], config: str = LARGE_DEMO_CONFIG,
@@ -108,20 +111,26 @@ class _Conversions:
     its own process), exactly as the comparison of ``full`` asks for them, so its runs find them cached."""
 
     def __init__(self, full: list[str]) -> None:
+        # everything that parses a config happens here, in the calling thread: jsonargparse changes the
+        # process's working folder while it reads a config, which would move the other threads' relative paths
         options, _ = parse_args(full)
-        recipes = parse_recipes(options.plans, options.backbones, task_depth(options.config, options.overrides))
+        backbone = task_backbone_config(options.config, options.overrides)
+        depth = configured_depth(backbone["init_args"])
+        recipes = parse_recipes(options.plans, options.backbones, depth)
         source = pretrained_weights(options.pretrained)
+        convert_config = options.convert_config or convert_config_for(backbone)
         self.done: set[str] = set()
-        self.threads = {r.name: threading.Thread(target=self._convert, args=(r, options, source), daemon=True)
-                        for r in recipes if r.converted}
+        self.threads = {r.name: threading.Thread(target=self._convert, daemon=True, args=(
+            r.name, backbone, r.plan_fields(depth), source, convert_config, options.convert_steps,
+            options.convert_args)) for r in recipes if r.converted}
         for thread in self.threads.values():
             thread.start()
 
-    def _convert(self, recipe, options, source) -> None:
-        try:
-            recipe_conversions([recipe], options, source)
+    def _convert(self, name: str, *conversion) -> None:
+        try:  # the same call, so the same cache key, as the comparison's (jobs.comparison.recipe_conversions)
+            converted_checkpoint(*conversion)
         finally:  # a failed one is tried again, and named, by its first run
-            self.done.add(recipe.name)
+            self.done.add(name)
 
 
 def finished_score(out: Path, plan: str, seed: int) -> str:
@@ -146,7 +155,7 @@ def _run_together(runs: list[tuple[str, int]], full: list[str], out: Path, at_on
                   prepared: Optional[set[str]] = None) -> None:
     """Run every (plan, seed) worker, at most ``at_once`` at a time, each as soon as it is ready
     (:func:`ready_runs`); a failed one stops the job naming its log."""
-    logs = out / "logs"
+    logs = (START_FOLDER / out / "logs").resolve()
     logs.mkdir(parents=True, exist_ok=True)
     waiting, running, finished = list(runs), [], set()
     while waiting or running:
@@ -156,7 +165,8 @@ def _run_together(runs: list[tuple[str, int]], full: list[str], out: Path, at_on
             cmd = job_command("jobs.compare", *worker_arguments(full, plan, seed))
             with open(log, "w") as fh:
                 running.append(_Running(plan, seed, log, time.time(), subprocess.Popen(
-                    cmd, stdout=fh, stderr=subprocess.STDOUT, env=dict(job_environment(), PYTHONUNBUFFERED="1"))))
+                    cmd, stdout=fh, stderr=subprocess.STDOUT, cwd=START_FOLDER,
+                    env=dict(job_environment(), PYTHONUNBUFFERED="1"))))
             print(f"[gpu_track] started {plan} seed {seed} (log {log})", flush=True)
         time.sleep(2)
         for run in [r for r in running if r.process.poll() is not None]:
