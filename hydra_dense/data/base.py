@@ -64,6 +64,8 @@ class SplitDataModule(L.LightningDataModule):
     def dataset_root(root: str | Path) -> Path:
         """``data.root`` as a path (``~`` expanded); an error naming it when it is not a folder."""
         path = Path(root).expanduser()
+        if path.exists() and not path.is_dir():
+            raise NotADirectoryError(f"data.root: {path} is a file, not a dataset folder")
         if not path.is_dir():
             raise FileNotFoundError(f"data.root: dataset folder {path} does not exist")
         return path

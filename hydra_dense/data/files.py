@@ -19,12 +19,28 @@ from torch.utils.data import Dataset
 
 from .skipping import SkipPolicy
 
-__all__ = ["IMAGE_EXTS", "IMAGE_MODES", "ImageModeError", "mode_problem", "read_image", "PredictInputs",
+__all__ = ["files_under", "IMAGE_EXTS", "IMAGE_MODES", "ImageModeError", "mode_problem", "read_image", "PredictInputs",
            "find_predict_files", "ImageFiles", "Unreadable", "collate_image_files"]
 
 IMAGE_EXTS = (".jpg", ".jpeg", ".png", ".bmp", ".tif", ".tiff", ".webp")
 
 _GLOB_CHARS = set("*?[")
+
+
+def files_under(folder: Path, suffixes: Sequence[str] = ()) -> list[Path]:
+    """Every file under ``folder`` (sorted), symlinked subfolders followed (each real folder once, so
+    a link cycle ends), ending in one of ``suffixes`` (any case; all files when empty). A folder named
+    like an image (``s3.png/``) is not a file and is not listed."""
+    wanted = tuple(s.lower() for s in suffixes)
+    found, seen = [], set()
+    for here, dirs, files in os.walk(folder, followlinks=True):
+        real = os.path.realpath(here)
+        if real in seen:
+            dirs[:] = []
+            continue
+        seen.add(real)
+        found += [Path(here) / f for f in files if not wanted or f.lower().endswith(wanted)]
+    return sorted(p for p in found if p.is_file())
 
 
 def find_predict_files(spec: Union[str, Sequence[str]], extensions: Sequence[str],
@@ -49,7 +65,7 @@ def find_predict_files(spec: Union[str, Sequence[str]], extensions: Sequence[str
         else:
             path = Path(text)
             if path.is_dir():
-                matches = sorted(p for p in path.rglob("*") if p.is_file() and p.suffix.lower() in exts)
+                matches = files_under(path, exts)
                 if not matches and folders_as_files:
                     matches = sorted(p for p in path.iterdir() if p.is_dir()) or [path]
             elif path.is_file():

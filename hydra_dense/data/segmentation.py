@@ -29,7 +29,7 @@ from torchvision import tv_tensors
 from torchvision.transforms import v2
 
 from .base import SplitDataModule
-from .files import IMAGE_EXTS, read_image
+from .files import IMAGE_EXTS, files_under, read_image
 from .normalisation import IMAGENET_MEAN, IMAGENET_STD
 from .preflight import pair_problems
 from .skipping import SkipPolicy
@@ -78,12 +78,11 @@ def find_pairs(root: Path, layout: str, split: str, image_dir: str = "img_dir/{s
     img_root = root / image_dir.format(split=split_name)
     mask_root = root / mask_dir.format(split=split_name)
     for what, folder in (("image", img_root), ("mask", mask_root)):
+        if folder.exists() and not folder.is_dir():
+            raise NotADirectoryError(f"{layout} {split} split: {what} folder {folder} is a file, not a folder")
         if not folder.is_dir():
             raise FileNotFoundError(f"{layout} {split} split: {what} folder {folder} does not exist")
-    if image_suffix:
-        images = sorted(p for p in img_root.rglob(f"*{image_suffix}") if p.is_file())
-    else:
-        images = sorted(p for p in img_root.rglob("*") if p.suffix.lower() in IMAGE_EXTS)
+    images = files_under(img_root, [image_suffix] if image_suffix else IMAGE_EXTS)
     wanted = None
     if split_file:
         list_path = root / split_file.format(split=split)
@@ -102,9 +101,17 @@ def find_pairs(root: Path, layout: str, split: str, image_dir: str = "img_dir/{s
         else:
             if masks_by_stem is None:
                 masks_by_stem = {str(p.relative_to(mask_root).with_suffix("")): p
-                                 for p in mask_root.rglob("*") if p.suffix.lower() in IMAGE_EXTS}
+                                 for p in files_under(mask_root, IMAGE_EXTS)}
             mask = masks_by_stem.get(stem, mask_root / f"{stem}.png")
         pairs.append((img, mask))  # a missing mask is listed by the pre-check with the other problems
+    if wanted is not None:
+        found = {str(img.relative_to(img_root))[: -len(image_suffix)] if image_suffix
+                 else str(img.relative_to(img_root).with_suffix("")) for img, _ in pairs}
+        missing = sorted(w for w in wanted if w not in found and w not in {Path(f).name for f in found})
+        if missing:
+            raise FileNotFoundError(f"split list {root / split_file.format(split=split)} names {len(missing)} "
+                                    f"image(s) not in {img_root}: {', '.join(missing[:10])}"
+                                    f"{' ...' if len(missing) > 10 else ''}")
     if not pairs:
         where = f" (restricted by {split_file.format(split=split)})" if split_file else ""
         raise ValueError(f"{layout} {split} split is empty: no images in {img_root}{where}")
