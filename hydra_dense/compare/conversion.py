@@ -124,7 +124,11 @@ def _run_conversion(backbone: dict, plan: dict, source: str, conv_cfg: Path, ste
     print(f"\n=== converting {source} -> {plan} ({steps} steps; cached in {folder}) ===", flush=True)
     t0 = time.time()
     proc = subprocess.run(cmd, env=job_environment())
-    if proc.returncode != 0 or not (folder / "converted.pth").is_file():
+    if proc.returncode == 0 and not (folder / "converted.pth").is_file():
+        raise StepFailed(f"the conversion ended without training a step (exit 0, no converted.pth in {folder}): most "
+                         f"often its data gives no full training batch (fewer images than its batch_size; Lightning "
+                         f"says 'No training batches' above); give it more images or a smaller batch: {' '.join(cmd)}")
+    if proc.returncode != 0:
         raise StepFailed(f"conversion failed (exit {proc.returncode}; its message is above): {' '.join(cmd)}")
     return cmd, (time.time() - t0) / 60
 
