@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import shutil
 import subprocess
 import time
 from dataclasses import asdict
@@ -133,6 +134,15 @@ def _run_conversion(backbone: dict, plan: dict, source: str, conv_cfg: Path, ste
     return cmd, (time.time() - t0) / 60
 
 
+def _readable(ckpt: Path) -> bool:
+    """Whether a cached checkpoint loads (a copy cut short by a full disk or a killed copy does not)."""
+    try:
+        torch.load(ckpt, map_location="cpu", weights_only=True, mmap=True)
+        return True
+    except Exception:  # noqa: BLE001 - any failure to read it means it cannot be reused
+        return False
+
+
 def _conversion_info(ckpt: Path, minutes: float, cmd: list[str]) -> dict:
     """A converted checkpoint's own record, summed up: the per-block errors averaged over the
     converted blocks, the feature errors averaged over levels."""
@@ -171,7 +181,13 @@ def converted_checkpoint(backbone_cfg: dict, plan: dict, source: str, convert_co
     folder = (out_root or cache_dir() / "converted") / _conversion_key(source, backbone, text, steps, extra)
     ckpt, info_path = folder / "converted.pth", folder / "conversion.json"
     if ckpt.is_file() and info_path.is_file():
-        return ckpt, dict(json.loads(info_path.read_text()), cached=True)
+        if _readable(ckpt):
+            return ckpt, dict(json.loads(info_path.read_text()), cached=True)
+        print(f"[compare] the cached conversion {ckpt} cannot be read (truncated or damaged): converting again "
+              f"from the start", flush=True)
+        info_path.unlink()
+        ckpt.unlink()
+        shutil.rmtree(folder / "run", ignore_errors=True)  # its finished last.ckpt would resume into no step
     cmd, minutes = _run_conversion(backbone, plan, source, conv_cfg, steps, extra, folder)
     info = _conversion_info(ckpt, minutes, cmd)
     atomic_write_text(info_path, json.dumps(info, indent=1))

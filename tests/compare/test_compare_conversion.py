@@ -49,6 +49,10 @@ def test_converted_recipe_runs_the_conversion_once_and_caches_it(tmp_path, monke
     stamps = [c.stat().st_mtime for c in cached]
     assert compare_main([*args, "--out", str(tmp_path / "two")]) == 0
     assert [c.stat().st_mtime for c in cached] == stamps, "the second comparison reused the converted checkpoints"
+    # a cached checkpoint cut short (a full disk, a killed copy) is converted again, not reused and failed on
+    cached[0].write_bytes(cached[0].read_bytes()[:1000])
+    assert compare_main([*args, "--out", str(tmp_path / "three")]) == 0
+    assert torch.load(cached[0], weights_only=True) and cached[0].stat().st_mtime > stamps[0]
 
 
 def test_conversion_cache_key_is_taken_after_the_conversion_data_is_prepared(tmp_path, monkeypatch):
