@@ -88,3 +88,30 @@ def test_headline_accuracy_is_the_mean_of_its_runs(first_cell, runs_csv, column,
         assert len(scores) == seeds, f"{runs_csv} has {len(scores)} runs of {selection}, the README row says {seeds}"
         shown = f"{statistics.mean(scores):.1f} ± {statistics.stdev(scores):.1f}"
         assert shown in rows[0], f"README's {first_cell!r} row does not show {shown} ({selection} in {runs_csv})"
+
+
+# README claims read off a results CSV: (the README text around the number, the CSV, the row's
+# selection, the column, how it is shown). The number shown must be the CSV's, rounded as shown.
+README_NUMBERS = [
+    ("| 2 CPU cores, fp32, batch 1 | 1024² | {}x", "vitb.csv", {"attention": "hydra", "height": "1024"},
+     "speedup_vs_msa", "{:.2f}"),
+    ("| 2.03x (one run, `docs/results/vitb.csv`) | – | {} |", "vitb.csv", {"attention": "hydra", "height": "1024"},
+     "flop_ideal_vs_msa", "{:.2f}"),
+    ("`kv` averaged) | {}x @1024² (this model)", "seg_demo_table.csv", {"plan": "hydra+mean+dwc7@converted"},
+     "speedup_big", "{:.2f}"),
+    ("the conversion {} minutes more on its first run", "seg_demo_table.csv", {"plan": "hydra+mean+dwc7@converted"},
+     "convert_min", "{:.1f}"),
+    ("no global term: 47.7 ± 0.5) | {}x @1024²", "seg_large_table.csv", {"plan": "hydra+mean+dwc7@converted"},
+     "speedup_big", "{:.2f}"),
+    ("(local branch alone: {}x)", "seg_large_table.csv", {"plan": "local+dwc7@converted"}, "speedup_big", "{:.2f}"),
+    ("| 92.1 ± 1.9 | {}x @32x224²", "video_demo_table.csv", {"plan": "hydra@converted"}, "speedup_big", "{:.2f}"),
+]
+
+
+@pytest.mark.parametrize("text, table, selection, column, shown", README_NUMBERS, ids=[r[0][:40] for r in README_NUMBERS])
+def test_readme_numbers_are_their_csvs(text, table, selection, column, shown):
+    with open(RESULTS / table, newline="") as f:
+        rows = [r for r in csv.DictReader(f) if all(r[k] == v for k, v in selection.items())]
+    assert len(rows) == 1, f"{table}: {len(rows)} rows match {selection}"
+    expected = text.format(shown.format(float(rows[0][column])))
+    assert expected in (ROOT / "README.md").read_text(), f"README does not say {expected!r} ({table} {column})"
