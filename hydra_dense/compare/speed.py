@@ -6,6 +6,7 @@ from typing import Optional
 
 import torch
 
+from ..bench.cpu_share import cpu_share
 from ..bench.flops import count_flops
 from ..bench.input_sizes import parse_size
 from ..bench.timing import interleaved_medians
@@ -21,7 +22,8 @@ def _detector_transform(model) -> Optional[torch.nn.Module]:
 def measure_speed(models: dict, dm, speed_size: str, speed_batch: int, repeats: int) -> tuple[dict, str, str]:
     """``models``: recipe -> trained model (the first is the reference). Returns per recipe
     ``{infer_img_s, speedup, flop_ideal}`` at the evaluation size and ``{infer_img_s_big, speedup_big,
-    flop_ideal_big}`` at ``speed_size``, and the two input sizes as text."""
+    flop_ideal_big}`` at ``speed_size``, and the two input sizes as text. On the CPU, a timing the
+    machine disturbed (another job took part of the cores) marks every recipe's ``speed_note``."""
     dm.setup("validate")
     batch = next(iter(dm.val_dataloader()))
     first = next(iter(models.values()))
@@ -30,8 +32,9 @@ def measure_speed(models: dict, dm, speed_size: str, speed_batch: int, repeats: 
     images = [im.to(device) for im in images] if isinstance(images, list) else images.to(device)
     out: dict[str, dict] = {name: {} for name in models}
     ref = next(iter(models))
-    with torch.inference_mode():
+    with torch.inference_mode(), cpu_share(device) as share:
         t = interleaved_medians({n: (lambda m=m: m(images)) for n, m in models.items()}, warmup=1, repeats=repeats)
+    with torch.inference_mode():
         flops = {n: count_flops(lambda m=m: m(images)) for n, m in models.items()}
     for name in models:
         out[name].update(infer_img_s=len(images) / t[name], speedup=t[ref] / t[name], flop_ideal=flops[ref] / flops[name])
@@ -51,11 +54,16 @@ def measure_speed(models: dict, dm, speed_size: str, speed_batch: int, repeats: 
             transform = _detector_transform(m)
             if transform is not None:
                 transform.resize_eval = False
-        with torch.inference_mode():
+        with torch.inference_mode(), cpu_share(device) as share_big:
             t = interleaved_medians({n: (lambda m=m: m(big)) for n, m in models.items()}, warmup=1,
                                     repeats=max(2, repeats // 2))
+        with torch.inference_mode():
             flops = {n: count_flops(lambda m=m: m(big)) for n, m in models.items()}
+        if share_big.busy and not share.busy:
+            share = share_big
         for name in models:
             out[name].update(infer_img_s_big=1 / t[name], speedup_big=t[ref] / t[name],
                              flop_ideal_big=flops[ref] / flops[name])
+    for name in models:
+        out[name]["speed_note"] = share.note()
     return out, small, "x".join(map(str, big.shape[2:])) if big is not None else ""

@@ -117,12 +117,16 @@ class ComparisonJob:
         rows = aggregate(runs, conversions)
         for row in rows:
             row.update(speed[row["plan"]])
+        disturbed = sorted({row.pop("speed_note", "") for row in rows} - {""})
         gpu = f"CUDA {torch.cuda.get_device_name()}" if torch.cuda.is_available() else "no GPU"
         header = (f"hydra_dense comparison: {o.config} | seeds {','.join(map(str, o.seeds))} | "
                   f"{os.cpu_count()} CPU cores, {gpu} | pretrained: {o.start_note or self.start or 'none'}")
         summary = dict(config=str(o.config), seeds=o.seeds, pretrained=o.start_note or self.start, overrides=o.overrides,
-                       conversions=conversions)
+                       conversions=conversions, speed_disturbed=disturbed[0] if disturbed else "")
         legend = _legend(rows, small, big) + _not_shown(o.out, [r.name for r in self.recipes])
+        if disturbed:
+            legend = f"**Speed: {disturbed[0]}.**\n\n" + legend
+            print(f"[compare] {disturbed[0]}", flush=True)
         text = write_report(rows, runs, o.out, header, legend, big, summary)
         print("\n" + text)
         print(f"written: {o.out / 'table.md'}, {o.out / 'table.csv'}, {o.out / 'runs.csv'}, {o.out / 'per_class.md'}, "
