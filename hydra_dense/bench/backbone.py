@@ -11,6 +11,7 @@ import torch
 from torch import nn
 
 from ..attention import plan_from_name
+from ..backbones.sizes import configured_depth
 from ..backbones import VideoViT, ViT
 from ..tasks.segmentation import SegmentationTask
 from .detection import DETECTION_PIPELINES, build_detection_pipeline, count_flops_real
@@ -67,7 +68,7 @@ def _pipeline(model: str, plan: str, patch_size: int, grad_checkpointing: bool) 
     task, _, backbone_name = model.partition(":")
     spec = dict(PIPELINES[task])
     cls, kwargs = MODELS[backbone_name or "vit_base"]
-    depth = kwargs.get("depth") or {"tiny": 12, "small": 12, "base": 12, "large": 24}[kwargs["size"]]
+    depth = configured_depth(kwargs)
     out_indices = [min(i, depth - 1) for i in spec.pop("out_indices")]
     if depth != 12:
         out_indices = sorted({depth // 4 - 1, depth // 2 - 1, 3 * depth // 4 - 1, depth - 1})[-len(out_indices):]
@@ -79,7 +80,7 @@ def _pipeline(model: str, plan: str, patch_size: int, grad_checkpointing: bool) 
 def _detection_pipeline(model: str, plan: str, patch_size: int, grad_checkpointing: bool) -> nn.Module:
     task, _, backbone_name = model.partition(":")
     cls, kwargs = MODELS[backbone_name or "vit_base"]
-    depth = kwargs.get("depth") or {"tiny": 12, "small": 12, "base": 12, "large": 24}[kwargs["size"]]
+    depth = configured_depth(kwargs)
     vit = cls(**kwargs, patch_size=patch_size, grad_checkpointing=grad_checkpointing, class_token=False,
               plan=plan_from_name(plan, depth), out_indices=[-1], out_norm=False)  # ViTDet layout
     return build_detection_pipeline(task, vit)
@@ -103,7 +104,7 @@ def build_backbone(model: str, plan: str, patch_size: int = 16, tubelet_size: in
                          f"{sorted(PIPELINES) + sorted(DETECTION_PIPELINES)}:<backbone>")
     cls, kwargs = MODELS[model]
     kwargs = dict(kwargs, patch_size=patch_size, grad_checkpointing=grad_checkpointing)
-    depth = kwargs.get("depth") or {"tiny": 12, "small": 12, "base": 12, "large": 24}[kwargs["size"]]
+    depth = configured_depth(kwargs)
     plan_obj = plan_from_name(plan, depth)
     if cls is VideoViT:
         return VideoViT(**kwargs, tubelet_size=tubelet_size, plan=plan_obj)
