@@ -252,8 +252,7 @@ def main(args: Optional[list[str]] = None, run: bool = True,
 SIGTERM_EXIT = 143
 
 
-@plain_refusals
-def entry(argv: list[str]) -> int:
+def _entry(argv: list[str]) -> int:
     """``hydra-dense-train`` / ``tools/train.py``: :func:`main`, refusing plainly
     (:mod:`hydra_dense.runtime.refusal`); exit status 143 after a SIGTERM stopped it (Lightning's
     ``SIGTERMException`` is a ``SystemExit`` without a code, which would read as success)."""
@@ -264,6 +263,9 @@ def entry(argv: list[str]) -> int:
               "--ckpt_path last)", file=sys.stderr, flush=True)
         return SIGTERM_EXIT
     return 0
+
+
+entry = plain_refusals(_entry, on_interrupt="a fit's last.ckpt is kept: go on with --ckpt_path last")
 
 
 def _close_process_group() -> None:

@@ -171,7 +171,8 @@ def main(argv: Optional[list[str]] = None) -> int:
 
 
 # ``hydra-dense-compare`` / ``tools/compare.py``: main, refusing plainly (runtime/refusal.py)
-entry = plain_refusals(main)
+entry = plain_refusals(main, on_interrupt="the same command goes on: finished runs are reused and an "
+                                         "interrupted one resumes from its last checkpoint")
 
 
 if __name__ == "__main__":

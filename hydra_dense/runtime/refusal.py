@@ -30,9 +30,11 @@ def debugging() -> bool:
     return os.environ.get(DEBUG_ENV, "") not in ("", "0")
 
 
-def plain_refusals(main: Callable[[list[str]], Optional[int]]) -> Callable[[Optional[list[str]]], int]:
+def plain_refusals(main: Callable[[list[str]], Optional[int]],
+                   on_interrupt: str = "") -> Callable[[Optional[list[str]]], int]:
     """``main(argv)`` as an entry point: ``--debug`` taken off the arguments (it sets
-    ``HYDRA_DENSE_DEBUG=1``), a known refusal printed as one ``error:`` line with exit status 2."""
+    ``HYDRA_DENSE_DEBUG=1``), a known refusal printed as one ``error:`` line with exit status 2, and
+    Ctrl-C (SIGINT) as one ``[stopped]`` line with ``on_interrupt`` (how to go on) and exit status 130."""
 
     @functools.wraps(main)
     def entry(argv: Optional[list[str]] = None) -> int:
@@ -47,5 +49,10 @@ def plain_refusals(main: Callable[[list[str]], Optional[int]]) -> Callable[[Opti
                 raise
             print(f"error: {str(err).strip() or type(err).__name__}", file=sys.stderr, flush=True)
             return 2
+        except KeyboardInterrupt:
+            if debugging():
+                raise
+            print(f"\n[stopped] interrupted{'; ' + on_interrupt if on_interrupt else ''}", file=sys.stderr, flush=True)
+            return 130
 
     return entry

@@ -95,3 +95,19 @@ def test_an_empty_config_and_a_key_given_twice_are_refused_naming_the_file(tmp_p
         stderr = _refused(train("fit", path, tmp_path / "run"))
         assert words in stderr
         assert len(stderr.strip().splitlines()) <= 3  # no usage dump
+
+
+def test_ctrl_c_stops_an_entry_point_in_one_line_saying_how_to_go_on(capsys, monkeypatch):
+    """Ctrl-C on compare: no traceback, and the hint names what that command does next time (not a
+    --ckpt_path flag it has not got)."""
+    from hydra_dense.jobs import compare
+
+    def interrupted(argv):
+        raise KeyboardInterrupt
+
+    monkeypatch.setenv("HYDRA_DENSE_DEBUG", "0")
+    monkeypatch.setattr(compare, "run_comparison", interrupted)
+    assert compare.entry(["--plans", "msa", "--speed-size", "0"]) == 130
+    err = capsys.readouterr().err
+    assert "[stopped] interrupted; the same command goes on" in err and "--ckpt_path" not in err
+    assert "Traceback" not in err
