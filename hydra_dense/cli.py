@@ -33,9 +33,11 @@ from pathlib import Path
 from typing import Any, Optional
 
 import lightning as L
+import torch
 import torch.distributed as dist
 from lightning.pytorch.cli import LightningCLI
 from lightning.pytorch.utilities import rank_zero_info
+from lightning.fabric.utilities.exceptions import MisconfigurationException
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 
 from .backbones.config_files import BackboneFileError, backbone_files_in_args, check_backbone_file
@@ -142,7 +144,14 @@ class HydraDenseCLI(LightningCLI):
         plugins = list(plugins) if isinstance(plugins, (list, tuple)) else [plugins]
         if not any(hasattr(p, "save_checkpoint") for p in plugins):
             plugins.append(AtomicCheckpointIO())
-        return super().instantiate_trainer(**{"callbacks": callbacks, "plugins": plugins, **kwargs})
+        try:
+            return super().instantiate_trainer(**{"callbacks": callbacks, "plugins": plugins, **kwargs})
+        except MisconfigurationException as err:  # e.g. accelerator=gpu on a machine without one
+            for logger in kwargs.get("logger") or []:
+                _remove_if_empty(Path(logger.log_dir), Path(trainer_cfg.get("default_root_dir") or os.getcwd()))
+            raise ValueError(f"trainer: {err} (accelerator={trainer_cfg.get('accelerator')!r}, "
+                             f"devices={trainer_cfg.get('devices')!r}; this machine has "
+                             f"{torch.cuda.device_count()} CUDA device(s))") from None
 
     def _resolve_ckpt_path(self, subcommand: str) -> None:
         """``last`` -> the newest resumable checkpoint under the run's root; any path -> checked now."""
@@ -203,6 +212,16 @@ class HydraDenseCLI(LightningCLI):
         self._resolve_ckpt_path(self.subcommand)
 
     before_validate = before_test = before_predict = before_fit
+
+
+def _remove_if_empty(folder: Path, root: Path) -> None:
+    """Remove ``folder`` and its parents below ``root`` while they are empty (a run refused before it
+    wrote anything); ``root``, the user's, stays."""
+    for path in [folder, *folder.parents]:
+        if (path.resolve() == root.resolve() or not path.resolve().is_relative_to(root.resolve())
+                or not path.is_dir() or any(path.iterdir())):
+            return
+        path.rmdir()
 
 
 def default_loggers(root_dir: str) -> list:

@@ -111,3 +111,12 @@ def test_ctrl_c_stops_an_entry_point_in_one_line_saying_how_to_go_on(capsys, mon
     err = capsys.readouterr().err
     assert "[stopped] interrupted; the same command goes on" in err and "--ckpt_path" not in err
     assert "Traceback" not in err
+
+
+def test_a_gpu_run_on_a_machine_without_one_is_refused_in_one_line_leaving_no_log_folder(tmp_path):
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a GPU")
+    config = write_config("segmentation", tmp_path)
+    stderr = _refused(train("fit", config, tmp_path / "run", "--trainer.accelerator=gpu", "--trainer.devices=2"))
+    assert "this machine has 0 CUDA device(s)" in stderr
+    assert not (tmp_path / "run" / "lightning_logs").exists()
