@@ -49,6 +49,8 @@ def _header_or_problem(path: Path, what: str, modes: set[str]) -> tuple[Optional
         return None, f"{what} {path} does not exist"
     try:
         w, h, mode, turned = _header(path)
+    except Image.DecompressionBombError as err:  # a header claiming billions of pixels: damaged, or far too big
+        return None, f"{what} {path} is too large to read: {err}"
     except (OSError, ValueError, UnidentifiedImageError) as err:
         return None, f"{what} {path} cannot be read ({type(err).__name__}: {err})"
     if what != "mask" and modes is IMAGE_MODES:

@@ -170,3 +170,22 @@ def test_modes_without_an_rgb_reading_are_refused_alike_in_training_and_predict(
                                    image_dir="images/training", mask_dir="annotations/training").setup("fit")
         refused = ImageFiles([image])[0]
         assert isinstance(refused, Unreadable) and f"has mode {mode}, not one the readers convert to RGB" in refused.reason
+
+
+def test_an_image_whose_header_claims_billions_of_pixels_is_listed_not_a_traceback(tmp_path):
+    import struct
+    import zlib
+
+    from hydra_dense.data.preflight import pair_problems
+    from tests.helpers.images import make_ade
+
+    root = make_ade(tmp_path / "ade", n_train=2, n_val=1)
+    image = root / "images" / "training" / "ADE_0000.png"
+    Image.new("RGB", (8, 8)).save(image)
+    data = bytearray(image.read_bytes())
+    data[16:24] = struct.pack(">II", 60000, 60000)  # the IHDR width and height, its CRC made to match
+    data[29:33] = struct.pack(">I", zlib.crc32(bytes(data[12:29])) & 0xFFFFFFFF)
+    image.write_bytes(bytes(data))
+    problems = pair_problems([(image, root / "annotations" / "training" / "ADE_0000.png")])
+    assert problems == [f"image {image} is too large to read: Image size (3600000000 pixels) exceeds limit of "
+                        f"{2 * Image.MAX_IMAGE_PIXELS} pixels, could be decompression bomb DOS attack."]
