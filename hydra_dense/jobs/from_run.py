@@ -31,7 +31,7 @@ from ..attention import AttentionPlan
 from ..backbones.sizes import configured_depth
 from ..compare.conversion import (ALIGN_CONFIG, aligned_checkpoint, convert_config_for, converted_checkpoint,
                                   is_video_backbone, task_backbone_config, task_data_arguments)
-from ..compare.recipes import CONTINUED, FROM_MSA
+from ..compare.recipes import CONTINUED, FROM_MSA, parse_recipes
 from ..compare.request import RunRequest, RunStart
 from ..compare.runs import run_folder
 from ..compare.worker import evaluate_given
@@ -206,7 +206,8 @@ def convert_run(run: FinishedRun, options: FromRunOptions) -> list[dict]:
     steps (the control), time the three, and write the report under ``options.out``. Returns the
     report's rows (the run's model first)."""
     with tempfile.TemporaryDirectory() as scratch:  # checked before anything is written under out
-        _check_softmax(replace(run, config=_without_subcommand_keys(run.config, Path(scratch))))
+        checked = _check_softmax(replace(run, config=_without_subcommand_keys(run.config, Path(scratch))))
+    parse_recipes(f"msa,{options.plan}{FROM_MSA}", depth=configured_depth(checked["init_args"]))  # names a bad --plan
     run = replace(run, config=_without_subcommand_keys(run.config, options.out))
     backbone = _check_softmax(run)
     job = prepare_job(ComparisonOptions(

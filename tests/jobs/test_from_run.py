@@ -145,3 +145,16 @@ def test_from_run_refuses_a_run_that_has_not_finished(tmp_path):
     (run / "final_weights.pt").write_bytes(b"")
     with pytest.raises(ValueError, match="is unfinished: it has no result.json yet"):
         find_run(run)
+
+
+def test_a_misspelt_plan_is_refused_before_anything_is_written(tmp_path):
+    from hydra_dense.jobs.from_run import FinishedRun, FromRunOptions, convert_run
+
+    config = tmp_path / "msa.yaml"
+    loaded = yaml.safe_load(write_config("segmentation", tmp_path).read_text())
+    loaded["model"]["init_args"]["backbone"]["init_args"]["plan"] = "msa"
+    config.write_text(yaml.safe_dump(loaded))
+    run = FinishedRun(config, [], tmp_path / "unused.ckpt", 0, 0)
+    with pytest.raises(ValueError, match="unknown plan 'hydar'"):
+        convert_run(run, FromRunOptions(tmp_path / "out", "hydar", speed_size="0"))
+    assert not (tmp_path / "out").exists()  # no run_config.yaml left behind
