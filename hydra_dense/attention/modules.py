@@ -260,28 +260,32 @@ class LinearAttention(GlobalLinearAttention):
         return super().extra_repr() + f", linear_heads={self.linear_heads}, feature_map={self.feature_map}"
 
 
-class AFTSimpleAttention(GlobalLinearAttention):
+class _ChannelGlobalAttention(GlobalLinearAttention):
+    """A token-linear baseline whose global term is one function of ``q, k, v`` (``op``), per channel,
+    with no feature map; takes a local branch on v or x."""
+
+    plan_options = ("local",)
+    has_feature_map = False
+    op: staticmethod
+
+    def _global(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: Optional[torch.Tensor]) -> torch.Tensor:
+        return type(self).op(q, k, v, key_padding_mask=mask)
+
+
+class AFTSimpleAttention(_ChannelGlobalAttention):
     """AFT-Simple (:func:`~hydra_dense.attention.ops.aft_simple`) on timm Attention's q, k, v, proj:
-    ``sigmoid(q) * sum_t softmax_t(k) * v``, per channel. Takes a local branch on v or x."""
+    ``sigmoid(q) * sum_t softmax_t(k) * v``, per channel."""
 
     kind = "aft"
-    plan_options = ("local",)
-    has_feature_map = False
-
-    def _global(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: Optional[torch.Tensor]) -> torch.Tensor:
-        return aft_simple(q, k, v, key_padding_mask=mask)
+    op = staticmethod(aft_simple)
 
 
-class PolyNLAttention(GlobalLinearAttention):
+class PolyNLAttention(_ChannelGlobalAttention):
     """Poly-NL's third-order polynomial (:func:`~hydra_dense.attention.ops.poly_nl`) on timm
-    Attention's parameters: ``q * mean_t(k * v)``. Takes a local branch on v or x."""
+    Attention's parameters: ``q * mean_t(k * v)``."""
 
     kind = "polynl"
-    plan_options = ("local",)
-    has_feature_map = False
-
-    def _global(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: Optional[torch.Tensor]) -> torch.Tensor:
-        return poly_nl(q, k, v, key_padding_mask=mask)
+    op = staticmethod(poly_nl)
 
 
 class LocalOnlyAttention(GlobalLinearAttention):
