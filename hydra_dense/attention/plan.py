@@ -1,9 +1,9 @@
 """The attention plan: which attention (and local mixing) each transformer block runs.
 
 A plan is written in YAML as a few fields (``default``, ``hydra_last``, ``window_size`` ...) and is
-resolved once, for a model's depth, into one :class:`BlockAttention` per block: its kind and the
+resolved, for a model's depth, into one :class:`BlockAttention` per block: its kind and the
 options that kind takes. Everything downstream (building the modules, labels, conversion, the
-checkpoint identity) reads that list. The tools' plan names (``hybrid4+dwc7``, ``vitdet_hydra``)
+checkpoint identity) resolves it again from the same fields, so each reads the same list. The tools' plan names (``hybrid4+dwc7``, ``vitdet_hydra``)
 are a grammar over the fields: :mod:`~hydra_dense.attention.plan_grammar`.
 """
 from __future__ import annotations
