@@ -50,5 +50,6 @@ class PeriodicLastCheckpoint(ModelCheckpoint):
         except Exception as err:  # noqa: BLE001 - the original error is the one to report
             log.warning("could not save %s after %s: %s", self._last_path(), type(exception).__name__, err)
             return
-        log.warning("saved %s at step %d before stopping on %s: %s (kept for resuming)",
+        log.warning("saved %s at step %d before stopping on %s: %s (kept for resuming: tools/train.py goes on "
+                    "with --ckpt_path last, a comparison by running the same command again)",
                     self._last_path(), trainer.global_step, type(exception).__name__, exception)

@@ -129,7 +129,7 @@ def test_a_run_that_fails_while_training_keeps_a_checkpoint_to_resume_from(tmp_p
 
     (ckpt,) = list((tmp_path / "run").rglob("last.ckpt"))
     assert torch.load(ckpt, map_location="cpu", weights_only=False)["global_step"] == 3
-    assert "saved" in proc.stderr and "resume with --ckpt_path last" in proc.stderr
+    assert "saved" in proc.stderr and "kept for resuming" in proc.stderr and "--ckpt_path last" in proc.stderr
 
 
 def test_missing_and_empty_videos_are_listed(tmp_path):
