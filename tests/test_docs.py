@@ -105,6 +105,16 @@ README_NUMBERS = [
      "speedup_big", "{:.2f}"),
     ("(local branch alone: {}x)", "seg_large_table.csv", {"plan": "local+dwc7@converted"}, "speedup_big", "{:.2f}"),
     ("| 92.1 ± 1.9 | {}x @32x224²", "video_demo_table.csv", {"plan": "hydra@converted"}, "speedup_big", "{:.2f}"),
+    ("ViTDet-MSA {} vs MSA", "context_presence_h200_runs.csv", {"recipe": "vitdet8_msa"}, "score", "{:.1f}"),
+    ("Hydra global blocks {}, no global", "context_presence_h200_runs.csv", {"recipe": "vitdet8_hydra+mean"}, "score",
+     "{:.1f}"),
+    ("no global block {} (H200)", "context_presence_h200_runs.csv", {"recipe": "vitdet8_windows"}, "score", "{:.1f}"),
+    ("`local+dwc7` {} vs MSA", "context_presence_cpu_runs.csv", {"recipe": "local+dwc7@converted"}, "score", "{:.1f}"),
+    ("vs MSA {} (CPU, 1 seed)", "context_presence_cpu_runs.csv", {"recipe": "msa"}, "score", "{:.1f}"),
+    ("H200: {}x inference, 1.21x training", "context_speed_h200.csv", {"attention": "vitdet8_msa", "mode": "infer"},
+     "speedup_vs_msa", "{:.2f}"),
+    ("H200: 1.52x inference, {}x training", "context_speed_h200.csv", {"attention": "local+dwc7", "mode": "train"},
+     "speedup_vs_msa", "{:.2f}"),
 ]
 
 
@@ -115,3 +125,11 @@ def test_readme_numbers_are_their_csvs(text, table, selection, column, shown):
     assert len(rows) == 1, f"{table}: {len(rows)} rows match {selection}"
     expected = text.format(shown.format(float(rows[0][column])))
     assert expected in (ROOT / "README.md").read_text(), f"README does not say {expected!r} ({table} {column})"
+
+
+def test_readme_presence_msa_is_the_mean_of_its_three_gpu_seeds():
+    with open(RESULTS / "context_presence_h200_runs.csv", newline="") as f:
+        scores = [float(r["score"]) for r in csv.DictReader(f) if r["recipe"] == "msa"]
+    assert len(scores) == 3
+    shown = f"vs MSA {statistics.mean(scores):.1f} ± {statistics.stdev(scores):.1f} mIoU"
+    assert shown in (ROOT / "README.md").read_text(), shown
