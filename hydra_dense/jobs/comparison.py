@@ -24,7 +24,8 @@ from ..compare.worker import request_overrides
 from .from_msa import msa_run_starts
 from .options import ComparisonOptions
 
-__all__ = ["ComparisonJob", "run_comparison", "prepare_job", "recipe_conversions", "task_depth"]
+__all__ = ["ComparisonJob", "run_comparison", "prepare_job", "recipe_conversions", "conversion_arguments",
+           "task_depth"]
 
 
 @dataclass
@@ -225,19 +226,28 @@ def _check_conversion_teacher(recipes: list[Recipe], config: Path) -> None:
                          f"trained MSA model: list msa first in --plans (got {recipes[0].name!r})")
 
 
-def recipe_conversions(recipes: list[Recipe], options: ComparisonOptions, source: str) -> dict:
-    """recipe name -> (converted checkpoint, info) for the ``@converted`` recipes."""
+def conversion_arguments(recipes: list[Recipe], options: ComparisonOptions, source: str) -> dict[str, tuple]:
+    """recipe name -> the arguments of :func:`converted_checkpoint` for each ``@converted`` recipe
+    (backbone, plan, source, conversion config, steps, extra arguments): what keys its cache entry."""
     o = options
     backbone = task_backbone_config(o.config, o.overrides)
     depth = configured_depth(backbone["init_args"])
     convert_config = o.convert_config or convert_config_for(backbone)
+    return {r.name: (backbone, r.plan_fields(depth), source, convert_config, o.convert_steps, o.convert_args)
+            for r in recipes if r.converted}
+
+
+def recipe_conversions(recipes: list[Recipe], options: ComparisonOptions, source: str) -> dict:
+    """recipe name -> (converted checkpoint, info) for the ``@converted`` recipes."""
+    o = options
     out = {}
     for r in recipes:
         if not r.converted:
             continue
-        plan = r.plan_fields(depth)
-        out[r.name] = converted_checkpoint(backbone, plan, source, convert_config, o.convert_steps, o.convert_args)
+        args = conversion_arguments([r], o, source)[r.name]
+        out[r.name] = converted_checkpoint(*args)
         if r.aligned:
+            backbone, plan = args[0], args[1]
             if is_video_backbone(backbone):
                 raise ValueError(f"--plans: {r.name!r}: @aligned is for image ViTs; use @converted for video")
             out[r.name] = aligned_checkpoint(backbone, plan, source, out[r.name], o.align_config or ALIGN_CONFIG,

@@ -31,8 +31,7 @@ from typing import NamedTuple, Optional
 
 import torch
 
-from ..backbones.sizes import configured_depth
-from ..compare.conversion import DEFAULT_CONVERT_CONFIG, convert_config_for, converted_checkpoint, task_backbone_config
+from ..compare.conversion import DEFAULT_CONVERT_CONFIG, converted_checkpoint
 from ..compare.recipes import parse_recipes, split_recipe_name
 from ..compare.run_setup import pretrained_weights
 from ..compare.runs import read_finished, run_folder
@@ -42,6 +41,7 @@ from ..runtime.shipped import find_shipped, job_command, job_environment
 from .compare import CONVERTIBLE_PLANS, LARGE_DEMO_CONFIG
 from .compare import main as compare_main
 from .compare import parse_args
+from .comparison import conversion_arguments, task_depth
 
 __all__ = ["main", "entry", "GPU_TRACK_PLANS", "comparison_arguments", "worker_arguments", "controls_arguments",
            "track_runs", "ready_runs", "finished_score"]
@@ -114,20 +114,16 @@ class _Conversions:
         # everything that parses a config happens here, in the calling thread: jsonargparse changes the
         # process's working folder while it reads a config, which would move the other threads' relative paths
         options, _ = parse_args(full)
-        backbone = task_backbone_config(options.config, options.overrides)
-        depth = configured_depth(backbone["init_args"])
-        recipes = parse_recipes(options.plans, options.backbones, depth)
-        source = pretrained_weights(options.pretrained)
-        convert_config = options.convert_config or convert_config_for(backbone)
+        recipes = parse_recipes(options.plans, options.backbones, task_depth(options.config, options.overrides))
+        calls = conversion_arguments(recipes, options, pretrained_weights(options.pretrained))
         self.done: set[str] = set()
-        self.threads = {r.name: threading.Thread(target=self._convert, daemon=True, args=(
-            r.name, backbone, r.plan_fields(depth), source, convert_config, options.convert_steps,
-            options.convert_args)) for r in recipes if r.converted}
+        self.threads = {name: threading.Thread(target=self._convert, args=(name, *args), daemon=True)
+                        for name, args in calls.items()}
         for thread in self.threads.values():
             thread.start()
 
     def _convert(self, name: str, *conversion) -> None:
-        try:  # the same call, so the same cache key, as the comparison's (jobs.comparison.recipe_conversions)
+        try:  # the comparison's own arguments, so its runs find the same cache entry
             converted_checkpoint(*conversion)
         finally:  # a failed one is tried again, and named, by its first run
             self.done.add(name)
