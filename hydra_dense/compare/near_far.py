@@ -42,9 +42,11 @@ def near_far_scores(model, dm, near_tokens: int = NEAR_TOKENS) -> Optional[dict]
     the validation split: ``{"near": .., "far": .., "near_per_class": [..], "far_per_class": [..]}``.
     None when the validation masks have no cue-distance maps (not a context track)."""
     dm.setup("validate")
-    dataset = dm.datasets["val"]
-    if not dataset.pairs or not all(distance_map_path(Path(m)).is_file() for _, m in dataset.pairs):
+    # a datamodule of another kind (an OpenMMLab dataset) has no image/mask pairs: not a context track
+    pairs = getattr(getattr(dm, "datasets", {}).get("val"), "pairs", None)
+    if not pairs or not all(distance_map_path(Path(m)).is_file() for _, m in pairs):
         return None
+    dataset = dm.datasets["val"]
     classes, ignore = model.hparams.num_classes, model.hparams.ignore_index
     confusion = {"near": torch.zeros(classes, classes, dtype=torch.int64),
                  "far": torch.zeros(classes, classes, dtype=torch.int64)}
