@@ -4,7 +4,6 @@ attention kind inside a nested ``backbone: file.yaml`` otherwise reaches the use
 from __future__ import annotations
 
 import difflib
-import importlib
 import inspect
 import re
 import typing
@@ -15,6 +14,7 @@ import yaml
 from jsonargparse import ArgumentParser
 
 from ..attention import AttentionPlan
+from ..runtime.class_path import imported_class
 from .sizes import configured_depth
 
 __all__ = ["check_backbone_file", "backbone_files_in_args", "BackboneFileError"]
@@ -35,11 +35,10 @@ def check_backbone_file(path: Path) -> None:
     if not isinstance(data, dict) or "class_path" not in data:
         raise BackboneFileError(f"{path}: a backbone file needs class_path and init_args (e.g. class_path: "
                                 "hydra_dense.backbones.ViT)")
-    module, _, name = str(data["class_path"]).rpartition(".")
-    try:
-        cls = getattr(importlib.import_module(module), name)
-    except (ImportError, AttributeError, ValueError):
-        raise BackboneFileError(f"{path}: class_path {data['class_path']!r} cannot be imported") from None
+    cls = imported_class(data["class_path"])
+    if cls is None:
+        raise BackboneFileError(f"{path}: class_path {data['class_path']!r} cannot be imported")
+    name = cls.__name__
     init_args = data.get("init_args") or {}
     if not isinstance(init_args, dict):
         raise BackboneFileError(f"{path}: init_args must be a mapping of {name}'s arguments")

@@ -16,10 +16,12 @@ import yaml
 from jsonargparse import Namespace
 
 from ..attention import AttentionPlan
+from ..backbones import VideoViT
 from ..cli import parse_config
 from ..data.embedded import prepare_embedded_data, string_values
 from ..data.sources import cache_dir
 from ..runtime.atomic_file import atomic_write_text
+from ..runtime.class_path import names_subclass_of
 from ..runtime.refusal import StepFailed
 from ..runtime.shipped import job_command, job_environment, shipped_file
 
@@ -34,7 +36,8 @@ ALIGN_CONFIG = "configs/convert/dinov2_s14_align.yaml"
 
 
 def is_video_backbone(backbone_cfg: dict) -> bool:
-    return str(backbone_cfg["class_path"]).endswith("VideoViT")
+    """Whether a backbone config's ``class_path`` is a :class:`~hydra_dense.backbones.VideoViT` (or subclass)."""
+    return names_subclass_of(backbone_cfg["class_path"], VideoViT)
 
 
 def convert_config_for(backbone_cfg: dict, images: Literal["natural", "task"] = "natural") -> str:

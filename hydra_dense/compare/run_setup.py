@@ -8,9 +8,12 @@ from typing import Optional
 import yaml
 
 from ..attention import plan_from_name
+from ..backbones import VideoViT
 from ..backbones.checkpoint import load_pretrained
 from ..cli import main as cli_main
+from ..runtime.class_path import names_subclass_of
 from ..runtime.shipped import find_shipped
+from ..tasks.base import DenseTask
 from ..weights import prepare_dinov2_vits14
 
 __all__ = ["pretrained_weights", "build_run", "uses_pretrained"]
@@ -36,7 +39,7 @@ def pretrained_weights(mode: str) -> Optional[str]:
 
 def uses_pretrained(config: Path) -> bool:
     """Image-ViT task configs take the pretrained image weights; video ViTs and mm configs do not
-    (read from the config's ``model`` and backbone ``class_path``)."""
+    (the config's ``model`` class is one of hydra_dense's tasks and its backbone class no VideoViT)."""
     model = _section(config, "model")
     backbone = (model.get("init_args") or {}).get("backbone")
     if isinstance(backbone, str):  # a backbone YAML file, as LightningCLI takes it
@@ -44,8 +47,7 @@ def uses_pretrained(config: Path) -> bool:
         found = [p for p in (config.parent / backbone, find_shipped(backbone)) if p is not None and p.is_file()]
         backbone = _section(found[0], None) if found else {}
     backbone_class = backbone.get("class_path", "") if isinstance(backbone, dict) else ""
-    return not str(model.get("class_path", "")).startswith("hydra_dense.mm") and \
-        backbone_class.rpartition(".")[2] != "VideoViT"
+    return names_subclass_of(model.get("class_path"), DenseTask) and not names_subclass_of(backbone_class, VideoViT)
 
 
 def _section(path: Path, key: Optional[str]) -> dict:

@@ -8,7 +8,6 @@ which is why this lives above ``data/``.
 from __future__ import annotations
 
 import contextvars
-import importlib
 from pathlib import Path
 from typing import Optional, Sequence, Union
 
@@ -17,6 +16,7 @@ from jsonargparse import Namespace
 
 from ..cli import parse_config
 from ..data.unlabeled import UnlabeledImageDataModule
+from ..runtime.class_path import imported_class
 
 __all__ = ["ConversionImages", "task_training_images", "task_data_section"]
 
@@ -78,10 +78,13 @@ def task_training_images(config: Union[str, Path], overrides: Sequence[str] = ()
     """
     path = Path(config).expanduser()
     data = task_data_section(path, overrides)
-    module, _, name = data["class_path"].rpartition(".")
+    name = str(data["class_path"]).rpartition(".")[2]
+    data_class = imported_class(data["class_path"])
+    if data_class is None:
+        raise ValueError(f"data.task_config: {path}'s data class_path {data['class_path']!r} cannot be imported")
     # built in an empty context: LightningCLI hands its own init_args to save_hyperparameters
     # through a context variable, which would otherwise replace the task data module's
-    dm = contextvars.Context().run(getattr(importlib.import_module(module), name), **data.get("init_args", {}))
+    dm = contextvars.Context().run(data_class, **data.get("init_args", {}))
     dm.setup("fit")
     dataset = dm.datasets["train"]
     if hasattr(dataset, "pairs"):  # segmentation: (image, mask) pairs; the masks are not opened

@@ -36,9 +36,11 @@ import yaml
 from ..compare.conversion import ALIGN_CONFIG, DEFAULT_CONVERT_CONFIG, TASK_CONVERT_CONFIG, VIDEO_CONVERT_CONFIG
 from ..bench.input_sizes import parse_size
 from ..compare.recipes import recipe_names
+from ..runtime.class_path import names_subclass_of
 from ..runtime.progress import silence_known_noise
 from ..runtime.refusal import plain_refusals
 from ..runtime.shipped import find_shipped
+from ..tasks import SegmentationTask
 from .comparison import run_comparison
 from .demo_defaults import (CONTEXT_PLANS, CONVERTIBLE_PLANS, DEFAULT_PLANS, DEMO_CONFIG, DEMO_DEFAULTS, DEMO_PLANS,
                             DETECTION_CONVERT_CONFIG, DETECTION_DEMO_CONFIG, DINOV2_BACKBONE_FILE, LARGE_DEMO_CONFIG,
@@ -121,7 +123,7 @@ def _segments_on_the_dinov2_backbone(config: Path) -> bool:
     except (OSError, yaml.YAMLError, AttributeError):
         return False
     backbone = (model.get("init_args") or {}).get("backbone") if isinstance(model, dict) else None
-    return str(model.get("class_path", "")).endswith("SegmentationTask") and isinstance(backbone, str) \
+    return names_subclass_of(model.get("class_path"), SegmentationTask) and isinstance(backbone, str) \
         and Path(backbone).name == DINOV2_BACKBONE_FILE
 
 

@@ -4,11 +4,12 @@ checkpoint is resumed, validated, predicted with or exported: MSA, Hydra and eve
 parameter names, so without it a checkpoint would load silently into another plan."""
 from __future__ import annotations
 
-import importlib
 from typing import Any, Mapping, Optional
 
 import lightning as L
 from torch import nn
+
+from .class_path import imported_class
 
 __all__ = ["IDENTITY_KEY", "ModelIdentityCheckpoint", "model_identity", "task_mismatch", "plan_mismatch", "short_class",
            "settings_differing", "same_class"]
@@ -45,12 +46,8 @@ def same_class(path: str, obj: Any) -> bool:
     """Whether the class at import path ``path`` is ``obj``'s class. Compared as classes, so that
     the two paths of one class (``hydra_dense.tasks.SegmentationTask``, re-exported, and
     ``hydra_dense.tasks.segmentation.SegmentationTask``) agree; as text when ``path`` does not import."""
-    module, _, name = str(path).rpartition(".")
-    try:
-        cls = getattr(importlib.import_module(module), name)
-    except (ImportError, AttributeError, ValueError):
-        return str(path) == _class_path(obj)
-    return cls is type(obj)
+    cls = imported_class(path)
+    return str(path) == _class_path(obj) if cls is None else cls is type(obj)
 
 
 def task_mismatch(saved: Mapping, model: nn.Module) -> Optional[str]:

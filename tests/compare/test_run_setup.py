@@ -43,3 +43,27 @@ def test_embedded_data_is_prepared_where_the_config_reads_it_and_never_into_a_us
                       f"extra: [/data/mine/natural_images/train]}}}}\n")
     embedded.prepare_embedded_data(config)
     assert prepared == [tmp_path / "home/.cache/hydra_dense/data/digit_scenes_448", None]
+
+
+def test_a_users_subclass_of_a_video_backbone_or_task_is_read_as_its_base(tmp_path, monkeypatch):
+    """The kind of a config's task and backbone is asked of the classes (``issubclass``), so a
+    user's own ``MyVideoBackbone(VideoViT)`` trains from scratch like VideoViT does."""
+    import sys
+    import types
+
+    from hydra_dense.backbones import VideoViT, ViT
+    from hydra_dense.compare.conversion import is_video_backbone
+    from hydra_dense.tasks import SegmentationTask
+
+    users = types.ModuleType("users_models")
+    users.MyVideoBackbone = type("MyVideoBackbone", (VideoViT,), {})
+    users.MyImageBackbone = type("MyImageBackbone", (ViT,), {})
+    users.MySegmentation = type("MySegmentation", (SegmentationTask,), {})
+    monkeypatch.setitem(sys.modules, "users_models", users)
+    assert is_video_backbone({"class_path": "users_models.MyVideoBackbone"})
+    assert not is_video_backbone({"class_path": "users_models.MyImageBackbone"})
+    for backbone, expected in (("MyVideoBackbone", False), ("MyImageBackbone", True)):
+        config = tmp_path / f"{backbone}.yaml"
+        config.write_text(f"model:\n  class_path: users_models.MySegmentation\n  init_args:\n    backbone:\n"
+                          f"      class_path: users_models.{backbone}\n")
+        assert uses_pretrained(config) is expected
