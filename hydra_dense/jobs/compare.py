@@ -27,6 +27,7 @@ bars), ``curves.png``, ``report.html``, ``summary.json``, and each run's folder.
 from __future__ import annotations
 
 import argparse
+import shlex
 import sys
 from pathlib import Path
 from typing import Optional
@@ -80,7 +81,7 @@ def _parser() -> argparse.ArgumentParser:
                    help=f"stage-2 config of @aligned recipes (whole-network alignment; default {ALIGN_CONFIG}); the "
                         f"task's training images join its images")
     p.add_argument("--align-steps", type=int, default=None, help="alignment steps (default: its config's max_steps)")
-    p.add_argument("--convert-args", default="", help="extra CLI overrides for the conversion, space separated")
+    p.add_argument("--convert-args", default="", help="extra CLI overrides for the conversion, split as a shell would (quote a value with spaces)")
     p.add_argument("--speed-size", default="1024",
                    help="input of the big-input speed column: S or HxW for images, FxHxW for clips (default "
                         "32x224x224 for video); 0 skips it")
@@ -127,6 +128,16 @@ def _segments_on_the_dinov2_backbone(config: Path) -> bool:
         and Path(backbone).name == DINOV2_BACKBONE_FILE
 
 
+def _convert_arguments(p: argparse.ArgumentParser, text: str) -> list[str]:
+    """``--convert-args`` split as a shell splits it, so a quoted value (a JSON list, a path with
+    spaces) stays one argument."""
+    try:
+        return shlex.split(text)
+    except ValueError as err:
+        p.error(f"--convert-args {text!r}: {err}")
+        raise
+
+
 def parse_args(argv: Optional[list[str]] = None) -> tuple[ComparisonOptions, bool]:
     """The options of a comparison, and whether ``--list-plans`` was asked for."""
     p = _parser()
@@ -156,7 +167,7 @@ def parse_args(argv: Optional[list[str]] = None) -> tuple[ComparisonOptions, boo
         max_steps=args.max_steps or 0, seeds=seeds, rerun=args.rerun, out=Path(args.out),
         convert_config=args.convert_config or convert, from_msa_convert_config=args.from_msa_convert_config,
         convert_steps=args.convert_steps, align_config=args.align_config, align_steps=args.align_steps,
-        convert_args=args.convert_args.split(), speed_size=args.speed_size,
+        convert_args=_convert_arguments(p, args.convert_args), speed_size=args.speed_size,
         eval_sizes=_integers(p, "--eval-sizes", args.eval_sizes), speed_batch=args.speed_batch,
         speed_repeats=args.speed_repeats, overrides=overrides)
     return options, args.list_plans

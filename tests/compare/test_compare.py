@@ -215,6 +215,19 @@ def test_default_plans_show_the_converted_recipe_only_where_weights_can_be_conve
     assert parse_args(["--plans", "msa,hydra"])[0].plans == "msa,hydra"
 
 
+def test_convert_args_are_split_as_a_shell_splits_them():
+    """A quoted value (a JSON list, a path with spaces) stays one conversion argument; unbalanced
+    quotes are refused naming the option."""
+    import pytest
+
+    from hydra_dense.jobs.compare import parse_args
+
+    options = parse_args(["--convert-args", "--trainer.max_steps=5 '--data.init_args.extra=[\"/my data/a\", \"b\"]'"])[0]
+    assert options.convert_args == ["--trainer.max_steps=5", '--data.init_args.extra=["/my data/a", "b"]']
+    with pytest.raises(SystemExit):
+        parse_args(["--convert-args", "--x='unclosed"])
+
+
 
 
 def test_the_controls_get_what_zeroing_their_global_term_costs(tmp_path):
