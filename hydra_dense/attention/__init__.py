@@ -1,6 +1,7 @@
 """Hydra attention, softmax multi-head attention and the per-block attention plan.
 
-``ops`` holds the functional ops, ``modules`` the attention modules, ``plan`` the plan,
+``ops`` holds the functional ops, ``mixers`` the attention modules (one per file), ``modules`` the
+kinds and their builder, ``plan`` the plan,
 ``layout`` the token layout they all read, ``local_mixing`` / ``local_window`` the local branches,
 ``windows`` the window partition, ``maps`` per-block attention maps for inspection.
 

@@ -1,6 +1,6 @@
 """Cut a token grid into non-overlapping windows and put it back: one partition for every window op.
 
-Both windowed softmax attention (:class:`~hydra_dense.attention.modules.WindowMSAttention`, ViTDet's
+Both windowed softmax attention (:class:`~hydra_dense.attention.mixers.window_msa.WindowMSAttention`, ViTDet's
 window blocks) and the window local branch (:mod:`hydra_dense.attention.local_window`) use it. A
 grid ``(lead..., h, w)`` is padded at the bottom / right to a window multiple (after an optional
 shift that pads the top / left), leading axes (a clip's frames) are folded into the batch, and the
