@@ -2,9 +2,11 @@
 
 A plan is written in YAML as a few fields (``default``, ``hydra_last``, ``window_size`` ...) and is
 resolved, for a model's depth, into one :class:`BlockAttention` per block: its kind and the
-options that kind takes. Everything downstream (building the modules, labels, conversion, the
-checkpoint identity) resolves it again from the same fields, so each reads the same list. The tools' plan names (``hybrid4+dwc7``, ``vitdet_hydra``)
-are a grammar over the fields: :mod:`~hydra_dense.attention.plan_grammar`.
+options that kind takes. A backbone resolves its plan once, when it is built (or given a new plan),
+and keeps that list (``backbone.block_attention``); everything downstream (the modules, labels,
+conversion, the checkpoint identity) reads it. A plan is frozen: a changed plan is a new one
+(``dataclasses.replace``). The tools' plan names (``hybrid4+dwc7``, ``vitdet_hydra``) are a grammar
+over the fields: :mod:`~hydra_dense.attention.plan_grammar`.
 """
 from __future__ import annotations
 
@@ -15,7 +17,7 @@ from .local_mixing import LOCAL_NAMES, parse_local
 from .modules import ATTENTION_CLASSES, ATTENTION_KINDS, AttentionKind
 from .ops import FeatureMapName
 
-__all__ = ["AttentionPlan", "BlockAttention", "LOCAL_KINDS", "MEAN_KINDS", "GAIN_KINDS", "LOCAL_NAMES"]
+__all__ = ["AttentionPlan", "BlockAttention", "describe_labels", "LOCAL_KINDS", "MEAN_KINDS", "GAIN_KINDS", "LOCAL_NAMES"]
 
 # read from the attention classes' plan_options: the kinds a plan's ``local`` branch applies to, the
 # kinds whose kv is a sum over tokens (``token_mean`` averages it), the kinds with a global-term gain
@@ -58,7 +60,18 @@ class BlockAttention:
         return dict(self.options, grid_dims=grid_dims, local_shifted=shifted)
 
 
-@dataclass
+def describe_labels(labels: Sequence[str]) -> str:
+    """Per-block labels as compact text: ``msa x10, hydra@[10, 11]`` (a kind in more than half the
+    blocks, or the only one, as a count; the others with their block indices)."""
+    depth = len(labels)
+    counts: dict[str, list[int]] = {}
+    for i, k in enumerate(labels):
+        counts.setdefault(k, []).append(i)
+    return ", ".join(f"{k} x{len(v)}" if len(v) > depth // 2 or len(counts) == 1 else f"{k}@{v}"
+                     for k, v in counts.items())
+
+
+@dataclass(frozen=True)
 class AttentionPlan:
     """Which attention each transformer block runs. Settable from YAML as a mapping.
 
@@ -158,9 +171,4 @@ class AttentionPlan:
 
     def describe(self, depth: int) -> str:
         """Compact text such as ``msa x10, hydra x2`` or ``window x8, hydra@[2,5,8,11]``."""
-        kinds = self.block_labels(depth)
-        counts: dict[str, list[int]] = {}
-        for i, k in enumerate(kinds):
-            counts.setdefault(k, []).append(i)
-        return ", ".join(f"{k} x{len(v)}" if len(v) > depth // 2 or len(counts) == 1 else f"{k}@{v}"
-                         for k, v in counts.items())
+        return describe_labels(self.block_labels(depth))

@@ -11,7 +11,7 @@ on its global term (``global_gain``), and ``+<local>`` adds a local branch (``dw
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable
 
 from .local_mixing import LOCAL_NAMES, parse_local
@@ -109,11 +109,11 @@ def plan_from_name(name: str, depth: int, window_size: int = 14) -> AttentionPla
         if not any(k in (MEAN_KINDS if flag == "mean" else GAIN_KINDS) for k in plan.resolve(depth)):
             raise ValueError(f"plan {name!r}: {head!r} has no Hydra / linear block whose global term "
                              f"'+{flag}' would change")
-        setattr(plan, "token_mean" if flag == "mean" else "global_gain", True)
+        plan = replace(plan, **{"token_mean" if flag == "mean" else "global_gain": True})
     local = "+".join(suffix)
     if local:
         parse_local(local)
-        plan.local = local
+        plan = replace(plan, local=local)
         if not any(block.local for block in plan.per_block(depth)):
             raise ValueError(f"plan {name!r}: {head!r} has no Hydra / linear block for local mixing {local!r}")
     elif base.needs_local:

@@ -1,12 +1,21 @@
-"""A timm ViT block whose attention comes from the plan and sees the token layout."""
+"""A timm ViT block whose attention comes from the plan and sees the token layout.
+
+A backbone resolves its plan once into one :class:`~hydra_dense.attention.BlockAttention` per block
+(:class:`PlannedBackbone`), builds each block's attention from that list through timm's
+``block_fn`` / ``attn_layer`` seam (:func:`planned_block_builder`), and keeps the list for everything
+that reports or checks the plan. A new plan later (conversion, a comparison's recipe) swaps the
+modules whose kind changes, keeping their weights (:func:`apply_plan`).
+"""
 from __future__ import annotations
 
-from typing import Optional, Sequence
+from functools import partial
+from typing import Callable, Optional, Sequence
 
 import torch
 from timm.models.vision_transformer import Block
 
 from ..attention import AttentionPlan, BlockAttention, PlannedAttention, TokenLayout, build_attention
+from ..attention.plan import describe_labels
 
 
 class PlannedBlock(Block):
@@ -59,15 +68,63 @@ def planned_attention(old: PlannedAttention | torch.nn.Module, block: BlockAtten
     return swap_attention(old, block.kind, **arguments)
 
 
-def apply_plan(plan: AttentionPlan, attention_slots: Sequence[Sequence[tuple[torch.nn.Module, str, int]]]) -> list[str]:
-    """Give every block the attention ``plan`` assigns it; returns the per-block kinds.
+def apply_plan(blocks: Sequence[BlockAttention],
+               attention_slots: Sequence[Sequence[tuple[torch.nn.Module, str, int]]]) -> None:
+    """Give every block the attention its entry of ``blocks`` (a resolved plan) asks for.
 
     ``attention_slots``: per block, each attention it holds as ``(owner, attribute, grid_dims)``
     (a ViT block: its ``attn`` on the 2-D grid; a divided space-time block: spatial on 2-D and
     temporal on 1-D; a joint video block: 3-D). Odd blocks get the shifted windows of a shifted plan.
     """
-    blocks = plan.per_block(len(attention_slots))
-    for i, (slots, block) in enumerate(zip(attention_slots, blocks)):
+    for i, (slots, block) in enumerate(zip(attention_slots, blocks, strict=True)):
         for owner, attribute, grid_dims in slots:
             setattr(owner, attribute, planned_attention(getattr(owner, attribute), block, grid_dims, i % 2 == 1))
-    return [block.kind for block in blocks]
+
+
+def attention_layer(block: BlockAttention, grid_dims: int, index: int) -> type:
+    """timm's ``attn_layer`` for block ``index``: calling it builds the attention ``block`` asks for,
+    on a ``grid_dims``-D token grid (odd blocks take the shifted windows of a shifted plan), with
+    timm's arguments. timm asks ``issubclass`` of its ``attn_layer``, so this is a class; what it
+    builds is an instance of the kind's own class (``build_attention``), nothing else."""
+    build = partial(build_attention, block.kind, **block.arguments(grid_dims, index % 2 == 1))
+
+    def __new__(cls, dim: int, **timm_arguments) -> PlannedAttention:  # noqa: N807
+        return build(dim, **timm_arguments)
+
+    return type(f"Planned{block.kind.title()}Layer", (), {"__new__": __new__})
+
+
+def planned_block_builder(blocks: Sequence[BlockAttention], grid_dims: int = 2) -> Callable[..., PlannedBlock]:
+    """timm's ``block_fn`` for a resolved plan: its i-th call builds block i, whose attention is
+    built once, directly as ``blocks[i]`` asks (timm's ``attn_layer`` argument is replaced)."""
+    pending = iter(enumerate(blocks))
+
+    def build_block(**timm_arguments) -> PlannedBlock:
+        index, block = next(pending)
+        timm_arguments["attn_layer"] = attention_layer(block, grid_dims, index)
+        return PlannedBlock(**timm_arguments)
+
+    return build_block
+
+
+class PlannedBackbone:
+    """What a backbone's plan resolved to, kept from the moment it was resolved: ``plan`` and one
+    :class:`~hydra_dense.attention.BlockAttention` per block (``block_attention``). Labels, the
+    checkpoint identity, conversion and reports read these; none resolves the plan again."""
+
+    plan: AttentionPlan
+    block_attention: list[BlockAttention]
+
+    @property
+    def attention_kinds(self) -> list[str]:
+        """Per-block attention kinds: ``["msa", ..., "hydra"]``."""
+        return [block.kind for block in self.block_attention]
+
+    @property
+    def block_labels(self) -> list[str]:
+        """Per-block labels with their options: ``["msa", ..., "hydra+mean+dwc7"]``."""
+        return [block.label for block in self.block_attention]
+
+    def describe_plan(self) -> str:
+        """Compact text such as ``msa x10, hydra@[10, 11]``."""
+        return describe_labels(self.block_labels)

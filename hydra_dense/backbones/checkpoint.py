@@ -220,10 +220,9 @@ def _converted_plan_mismatch(meta: Mapping, model: nn.Module) -> str:
     ``model`` (local mixing may be added or kept); else what differs, naming the blocks' keys."""
     converted = meta.get("converted_blocks")
     labels = meta.get("attention_kinds")
-    plan = getattr(model, "plan", None)
-    if not converted or not labels or plan is None or not hasattr(plan, "block_labels"):
+    mine = getattr(model, "block_labels", None)  # a planned backbone's labels, as resolved when built
+    if not converted or not labels or not isinstance(mine, list):
         return ""
-    mine = plan.block_labels(len(model.blocks))
     if len(mine) != len(labels):
         return f"it was converted for {len(labels)} blocks, the model has {len(mine)}"
     wrong = [i for i in converted if mine[i].split("+")[0] != str(labels[i]).split("+")[0]]

@@ -16,8 +16,8 @@ from timm.layers import DropPath, resample_patch_embed, trunc_normal_
 from torch import nn
 from torch.utils.checkpoint import checkpoint
 
-from ..attention import AttentionPlan, MSAttention, TokenLayout
-from .blocks import PlannedBlock, apply_plan, swap_attention
+from ..attention import AttentionPlan, BlockAttention, TokenLayout
+from .blocks import PlannedBackbone, PlannedBlock, apply_plan, attention_layer, swap_attention
 from .checkpoint import LoadReport, _split_prefix, read_state_dict
 from .sizes import vit_dims
 from .vit import PlanLike
@@ -28,13 +28,19 @@ __all__ = ["VideoViT", "DividedSpaceTimeBlock"]
 class DividedSpaceTimeBlock(nn.Module):
     """TimeSformer block: temporal attention (own qkv/proj, zero-init ``temporal_fc``) then a
     regular spatial :class:`PlannedBlock`. ``forward(x, layout)``: ``x`` is ``(B, t*h*w, D)``,
-    ``layout.grid == (t, h, w)``."""
+    ``layout.grid == (t, h, w)``.
 
-    def __init__(self, block: PlannedBlock, drop_path: float = 0.0) -> None:
+    The temporal attention starts as a copy of the spatial one's weights, built as ``attention``
+    asks on the 1-D time axis (block ``index``: odd blocks take a shifted plan's shifted windows).
+    """
+
+    def __init__(self, block: PlannedBlock, drop_path: float = 0.0, attention: Optional[BlockAttention] = None,
+                 index: int = 0) -> None:
         super().__init__()
         dim = block.norm1.normalized_shape[0]
         self.temporal_norm = nn.LayerNorm(dim, eps=block.norm1.eps)
-        self.temporal_attn = swap_attention(block.attn, block.attn.kind)
+        arguments = attention.arguments(1, index % 2 == 1) if attention is not None else {}
+        self.temporal_attn = swap_attention(block.attn, block.attn.kind, **arguments)
         self.temporal_fc = nn.Linear(dim, dim)
         nn.init.zeros_(self.temporal_fc.weight), nn.init.zeros_(self.temporal_fc.bias)
         self.drop_path = DropPath(drop_path) if drop_path > 0 else nn.Identity()
@@ -50,7 +56,7 @@ class DividedSpaceTimeBlock(nn.Module):
         return xs.reshape(B, N, D)
 
 
-class VideoViT(nn.Module):
+class VideoViT(PlannedBackbone, nn.Module):
     """ViT on clips: ``(B, C, T, H, W)`` -> pooled ``(B, D)`` (``forward``) or a space-time map
     ``(B, D, T/t, H/p, W/p)`` (``forward_features``).
 
@@ -111,16 +117,22 @@ class VideoViT(nn.Module):
         self.pos_embed = nn.Parameter(torch.zeros(1, math.prod(self.pos_grid), D))
         trunc_normal_(self.pos_embed, std=0.02)
         dpr = [drop_path_rate * i / max(depth_ - 1, 1) for i in range(depth_)]  # no tensor: works on meta
+        # the plan is resolved once, here, and each block's attention built from it: local mixing runs
+        # over the grid each attention sees, (t, h, w) joint, (h, w) spatial and (t,) temporal divided
+        resolved_plan = AttentionPlan.coerce(plan)
+        block_attention = self._refuse_windows(resolved_plan.per_block(depth_))
+        spatial_dims = 2 if layout == "divided" else 3
         blocks = [PlannedBlock(D, dims["num_heads"], mlp_ratio=mlp_ratio, qkv_bias=qkv_bias, init_values=init_values,
-                               drop_path=dpr[i], attn_layer=MSAttention) for i in range(depth_)]
+                               drop_path=dpr[i], attn_layer=attention_layer(attention, spatial_dims, i))
+                  for i, attention in enumerate(block_attention)]
         for blk in blocks:
             blk.apply(self._init_linear)
         if layout == "divided":
-            blocks = [DividedSpaceTimeBlock(b, dpr[i]) for i, b in enumerate(blocks)]
+            blocks = [DividedSpaceTimeBlock(b, dpr[i], block_attention[i], i) for i, b in enumerate(blocks)]
         self.blocks = nn.ModuleList(blocks)
         self.norm = nn.LayerNorm(D, eps=1e-6)
         self.grad_checkpointing = grad_checkpointing
-        self.set_plan(plan)
+        self.plan, self.block_attention = resolved_plan, block_attention
         if pretrained_image:
             self.load_image_pretrained(pretrained_image)
 
@@ -138,15 +150,21 @@ class VideoViT(nn.Module):
             if m.bias is not None:
                 nn.init.zeros_(m.bias)
 
-    def set_plan(self, plan: PlanLike) -> None:
-        """(Re)assign attention per block, keeping weights; window attention is rejected."""
-        self.plan = AttentionPlan.coerce(plan)
-        if "window" in self.plan.resolve(len(self.blocks)):
+    @staticmethod
+    def _refuse_windows(block_attention: list[BlockAttention]) -> list[BlockAttention]:
+        if any(block.kind == "window" for block in block_attention):
             raise ValueError("VideoViT: window attention is not supported for video; use msa / hydra / none / linear")
+        return block_attention
+
+    def set_plan(self, plan: PlanLike) -> None:
+        """Switch to another plan, keeping weights; window attention is rejected."""
+        resolved_plan = AttentionPlan.coerce(plan)
+        self.block_attention = self._refuse_windows(resolved_plan.per_block(len(self.blocks)))
+        self.plan = resolved_plan
         # local mixing runs over the grid each attention sees: (t, h, w) joint, (h, w) / (t,) divided
         slots = [[(blk.block, "attn", 2), (blk, "temporal_attn", 1)] if isinstance(blk, DividedSpaceTimeBlock)
                  else [(blk, "attn", 3)] for blk in self.blocks]
-        self.attention_kinds = apply_plan(self.plan, slots)
+        apply_plan(self.block_attention, slots)
 
     def grid_size(self, frames: int, height: int, width: int) -> tuple[int, int, int]:
         """Token grid ``(t, h, w)`` for a clip (after padding)."""

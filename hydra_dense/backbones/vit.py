@@ -15,7 +15,7 @@ from timm.models.vision_transformer import VisionTransformer
 from torch.utils.checkpoint import checkpoint
 
 from ..attention import AttentionPlan, MSAttention, TokenLayout
-from .blocks import PlannedBlock, apply_plan
+from .blocks import PlannedBackbone, apply_plan, planned_block_builder
 from .checkpoint import load_pretrained
 from .sizes import VIT_SIZES, vit_dims
 
@@ -24,7 +24,7 @@ __all__ = ["ViT", "VIT_SIZES", "PlanLike"]
 PlanLike = Union[AttentionPlan, str, list]
 
 
-class ViT(VisionTransformer):
+class ViT(PlannedBackbone, VisionTransformer):
     """Image ViT backbone for dense tasks: ``(B, C, H, W)`` -> list of ``(B, D, h, w)`` maps.
 
     Any input size is accepted: the image is zero-padded on the right/bottom to a multiple of
@@ -79,11 +79,15 @@ class ViT(VisionTransformer):
         pretrained_strict: bool = False,
     ) -> None:
         dims = vit_dims(size, embed_dim, depth, num_heads, "ViT")
+        # the plan is resolved once, here; timm builds each block's attention from that list
+        resolved_plan = AttentionPlan.coerce(plan)
+        block_attention = resolved_plan.per_block(dims["depth"])
         super().__init__(
             img_size=img_size, patch_size=patch_size, in_chans=in_chans, num_classes=0, global_pool="",
             mlp_ratio=mlp_ratio, qkv_bias=qkv_bias, qk_norm=qk_norm, init_values=init_values,
             class_token=class_token, reg_tokens=reg_tokens, drop_path_rate=drop_path_rate,
-            dynamic_img_size=True, dynamic_img_pad=True, block_fn=PlannedBlock, attn_layer=MSAttention,
+            dynamic_img_size=True, dynamic_img_pad=True, block_fn=planned_block_builder(block_attention),
+            attn_layer=MSAttention,
             **dims,
         )
         self.patch_size = patch_size
@@ -102,16 +106,18 @@ class ViT(VisionTransformer):
         # what forward returns, one entry per map (timm's feature_info of a features_only model)
         self.feature_info = [dict(num_chs=self.embed_dim, reduction=patch_size, module=f"blocks.{i}")
                              for i in self.out_indices]
-        self.set_plan(plan)
+        self.plan, self.block_attention = resolved_plan, block_attention
         self.set_grad_checkpointing(grad_checkpointing)
         if pretrained:
             load_pretrained(self, pretrained, strict=pretrained_strict)
 
     # ---- plan ------------------------------------------------------------------------------
     def set_plan(self, plan: PlanLike) -> None:
-        """(Re)assign every block's attention, keeping the qkv / proj weights."""
+        """Switch to another plan: blocks whose attention changes get a new module holding the qkv /
+        proj weights; the others keep theirs."""
         self.plan = AttentionPlan.coerce(plan)
-        self.attention_kinds = apply_plan(self.plan, [[(blk, "attn", 2)] for blk in self.blocks])
+        self.block_attention = self.plan.per_block(len(self.blocks))
+        apply_plan(self.block_attention, [[(blk, "attn", 2)] for blk in self.blocks])
 
     # ---- dense interface -------------------------------------------------------------------
     @property

@@ -191,7 +191,7 @@ def _validate_and_describe(req: RunRequest, run_dir: Path, model, dm, trainer, t
         atomic_torch_save(model.state_dict(), ckpt)
     result = dict(
         recipe=req.recipe, seed=req.seed, key=req.key,
-        attention=model.backbone.plan.describe(len(model.backbone.blocks)),
+        attention=model.backbone.describe_plan(),
         metric=key or "", score=100 * metrics.get(key, float("nan")),
         metric2=key2 or "", score2=100 * metrics.get(key2, float("nan")), scores_at=scores_at,
         score_global_zeroed=zeroed, score_head_pool_zeroed=head_zeroed,

@@ -147,12 +147,12 @@ class ConversionTask(L.LightningModule):
         teacher.requires_grad_(False).eval()
         object.__setattr__(self, "_teacher", teacher)  # not a submodule: never trained, never checkpointed
         depth = len(backbone.blocks)
-        self.teacher_labels = teacher.plan.block_labels(depth)
-        self.student_labels = backbone.plan.block_labels(depth)
+        self.teacher_labels = teacher.block_labels
+        self.student_labels = backbone.block_labels
         self.blocks = converted_blocks(self.teacher_labels, self.student_labels)
         if not self.blocks:
             raise ValueError(f"model.backbone.plan: converts no block: every block runs the teacher's attention "
-                             f"({backbone.plan.describe(depth)}); choose a Hydra / hybrid plan")
+                             f"({backbone.describe_plan()}); choose a Hydra / hybrid plan")
         if student_init:
             init = Path(student_init).expanduser()
             if not init.is_file():

@@ -36,9 +36,8 @@ def model_identity(model: nn.Module) -> dict:
     blocks = getattr(backbone, "blocks", None)
     identity.update(backbone=_class_path(backbone), embed_dim=getattr(backbone, "embed_dim", None),
                     depth=len(blocks) if blocks is not None else None)
-    plan = getattr(backbone, "plan", None)
-    if plan is not None and blocks is not None and hasattr(plan, "block_labels"):
-        identity.update(attention=plan.block_labels(len(blocks)), plan=plan.describe(len(blocks)))
+    if hasattr(backbone, "describe_plan"):  # a planned backbone: its plan as resolved when it was built
+        identity.update(attention=backbone.block_labels, plan=backbone.describe_plan())
     return identity
 
 
