@@ -19,7 +19,7 @@ from PIL import Image
 
 from ..data.files import PredictInputs
 from ..drawing import colorize, palette
-from ..runtime.atomic_file import atomic_write_text
+from ..runtime.atomic_file import atomic_save_image, atomic_write_text
 
 log = logging.getLogger(__name__)
 
@@ -87,18 +87,18 @@ def save_label_png(labels: torch.Tensor, path: Path, num_classes: int) -> None:
     overlays' colours (class indices above 255 are written as 16-bit grey)."""
     array = labels.cpu().numpy()
     if num_classes > 256:
-        Image.fromarray(array.astype(np.uint16)).save(path)
+        atomic_save_image(Image.fromarray(array.astype(np.uint16)), path)
         return
     image = Image.fromarray(array.astype(np.uint8), mode="P")
     image.putpalette(palette(num_classes).reshape(-1).tolist())
-    image.save(path)
+    atomic_save_image(image, path)
 
 
 def save_overlay(image: torch.Tensor, labels: torch.Tensor, path: Path, num_classes: int, alpha: float = 0.5) -> None:
     """The labels' colours blended over ``image`` ``(3, H, W)`` uint8, saved as JPEG or PNG."""
     # blended in uint8 by PIL: float copies of a 4096² image would cost 200 MB each
     photo = Image.fromarray(image.permute(1, 2, 0).cpu().numpy())
-    Image.blend(photo, Image.fromarray(colorize(labels, num_classes)), alpha).save(path, quality=90)
+    atomic_save_image(Image.blend(photo, Image.fromarray(colorize(labels, num_classes)), alpha), path, quality=90)
 
 
 def top_k_row(name: str, scores: torch.Tensor, class_names: Sequence[str], k: int = 5) -> dict:

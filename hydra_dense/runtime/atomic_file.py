@@ -8,7 +8,9 @@ killed writer is recognisable (``--ckpt_path last`` removes stale ``.*.ckpt.tmp-
 """
 from __future__ import annotations
 
+import errno
 import os
+import shutil
 import tempfile
 from contextlib import contextmanager
 from pathlib import Path
@@ -16,7 +18,12 @@ from typing import BinaryIO, Callable, Iterator, Union
 
 import torch
 
-__all__ = ["atomic_target", "atomic_write", "atomic_write_text", "atomic_torch_save", "atomic_savefig"]
+from .refusal import DiskFull
+
+__all__ = ["atomic_target", "atomic_write", "atomic_write_text", "atomic_torch_save", "atomic_savefig",
+           "atomic_save_image"]
+
+_FULL = (errno.ENOSPC, errno.EDQUOT)
 
 
 @contextmanager
@@ -38,8 +45,10 @@ def atomic_target(path: Union[str, Path], sync_folder: bool = False) -> Iterator
         with open(tmp, "rb+") as fh:
             os.fsync(fh.fileno())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as err:
         tmp.unlink(missing_ok=True)
+        if _disk_full(err):
+            raise _disk_full_refusal(path) from err
         raise
     if sync_folder:
         _fsync_folder(path.parent)
@@ -70,6 +79,38 @@ def atomic_savefig(fig, path: Union[str, Path], **kwargs) -> Path:
     kwargs.setdefault("format", path.suffix.lstrip(".") or "png")
     atomic_write(path, lambda fh: fig.savefig(fh, **kwargs))
     return path
+
+
+def atomic_save_image(image, path: Union[str, Path], **kwargs) -> Path:
+    """``image.save(path, **kwargs)`` (a PIL image; the format from ``path``'s suffix), whole or not at
+    all; returns ``path``."""
+    path = Path(path)
+    kwargs.setdefault("format", {"jpg": "jpeg"}.get(path.suffix.lstrip(".").lower(), path.suffix.lstrip(".") or "png"))
+    atomic_write(path, lambda fh: image.save(fh, **kwargs))
+    return path
+
+
+def _disk_full(err: BaseException) -> bool:
+    """Whether ``err`` or an error it arose from is a full disk or quota (torch's zip writer reports
+    one as a RuntimeError raised while handling the OSError)."""
+    seen: set[int] = set()
+    while err is not None and id(err) not in seen:
+        if isinstance(err, DiskFull) or (isinstance(err, OSError) and err.errno in _FULL):
+            return True
+        seen.add(id(err))
+        err = err.__cause__ or err.__context__
+    return False
+
+
+def _disk_full_refusal(path: Path) -> DiskFull:
+    try:
+        free = f"{shutil.disk_usage(path.parent).free / 2**20:.1f} MB free"
+    except OSError:
+        free = "its free space unknown"
+    kept = f"; the previous {path.name} is kept" if path.exists() else ""
+    return DiskFull(errno.ENOSPC, f"{path}: not written, the disk holding {path.parent} is full ({free}){kept}; "
+                                  "free some space (or write elsewhere) and go on from there (a training run: "
+                                  "--ckpt_path last; a comparison: the same command)")
 
 
 def _umask() -> int:

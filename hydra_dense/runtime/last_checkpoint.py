@@ -8,6 +8,8 @@ from typing import Any
 import lightning as L
 from lightning.pytorch.callbacks import ModelCheckpoint
 
+from .refusal import DiskFull
+
 __all__ = ["PeriodicLastCheckpoint"]
 
 log = logging.getLogger(__name__)
@@ -43,8 +45,8 @@ class PeriodicLastCheckpoint(ModelCheckpoint):
         last`` continues from there. One process only: under DDP the other ranks would never reach
         the save's barrier; there the periodic saves are what is kept."""
         if (trainer.world_size != 1 or self.dirpath is None or trainer.state.fn != "fit"
-                or trainer.global_step in (0, self._saved_step)):
-            return
+                or trainer.global_step in (0, self._saved_step) or isinstance(exception, DiskFull)):
+            return  # (a full disk would refuse this save too: the last one stays)
         try:
             trainer.save_checkpoint(self._last_path())
         except Exception as err:  # noqa: BLE001 - the original error is the one to report

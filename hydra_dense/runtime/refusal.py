@@ -8,7 +8,7 @@ import os
 import sys
 from typing import Callable, Optional
 
-__all__ = ["Refusal", "StepFailed", "KNOWN_REFUSALS", "DEBUG_ENV", "plain_refusals", "debugging"]
+__all__ = ["Refusal", "StepFailed", "DiskFull", "KNOWN_REFUSALS", "DEBUG_ENV", "plain_refusals", "debugging"]
 
 DEBUG_ENV = "HYDRA_DENSE_DEBUG"
 
@@ -19,6 +19,14 @@ class Refusal(Exception):
 
 class StepFailed(Refusal, RuntimeError):
     """A process a job started (a run, a conversion) failed; it printed why itself."""
+
+
+class DiskFull(Refusal, OSError):
+    """A file could not be written because its disk (or quota) is full; the message names the file,
+    the folder's free space and what was kept."""
+
+    def __str__(self) -> str:
+        return str(self.strerror)
 
 
 # the errors the toolkit raises with a message naming the option, file or checkpoint at fault

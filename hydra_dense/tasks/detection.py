@@ -14,6 +14,7 @@ from torchmetrics.detection import MeanAveragePrecision
 from ..data.normalisation import IMAGENET_MEAN, IMAGENET_STD
 from ..drawing import draw_detections
 from ..heads.detection import PaddedPyramidBackbone, build_detector
+from ..runtime.atomic_file import atomic_save_image
 from .base import DenseTask
 from .class_names import class_names
 from .coco_results import detections_to_coco, gather_results, write_coco_results
@@ -191,7 +192,7 @@ class DetectionTask(DenseTask):
         pred = {k: v.cpu() for k, v in self.detector([image.to(self.device).float() / 255])[0].items()}
         out = self.predictions
         name = out.inputs.names[index]
-        Image.fromarray(draw_detections(image, pred, self._class_names())).save(out.path(index, ".png"))
+        atomic_save_image(Image.fromarray(draw_detections(image, pred, self._class_names())), out.path(index, ".png"))
         cats = self.category_ids or list(range(1, self.hparams.num_classes + 1))
         out.add(index, [dict(r, file_name=name) for r in detections_to_coco(pred, index, cats)])
         return name
@@ -254,7 +255,7 @@ class DetectionTask(DenseTask):
         panel = draw_detections(image, pred, self._class_names())
         out = self.run_dir / "overlays" / f"step{self.global_step:06d}_image{image_id}.png"
         out.parent.mkdir(parents=True, exist_ok=True)
-        Image.fromarray(panel).save(out)
+        atomic_save_image(Image.fromarray(panel), out)
 
     # ---- optimisation (the base task's, over these modules) ----------------------------------
     def head_modules(self) -> list[nn.Module]:

@@ -18,6 +18,7 @@ from ..drawing import overlay_panel
 from ..heads.segmentation import FCNAuxHead, build_decode_head
 from ..predict.outputs import save_label_png, save_overlay
 from ..predict.sliding import sliding_window_labels
+from ..runtime.atomic_file import atomic_save_image
 from .base import DenseTask
 from .class_names import class_names
 
@@ -271,7 +272,7 @@ class SegmentationTask(DenseTask):
         panel = overlay_panel(image, mask, pred, self.hparams.num_classes, mean, std, self.hparams.ignore_index)
         out = self.run_dir / "overlays" / f"epoch{self.current_epoch:03d}_step{self.global_step:06d}_sample{index}.png"
         out.parent.mkdir(parents=True, exist_ok=True)
-        Image.fromarray(panel).save(out)
+        atomic_save_image(Image.fromarray(panel), out)
         experiment = getattr(self.logger, "experiment", None)
         if hasattr(experiment, "add_image"):
             experiment.add_image(f"val_overlay/{index}", np.ascontiguousarray(panel.transpose(2, 0, 1)), self.global_step)

@@ -76,6 +76,31 @@ class KillDuringSave(L.Callback):
         torch.save = half_then_die
 
 
+class DiskFullDuringSave(L.Callback):
+    """The ``n``-th checkpoint meets a full disk half-way, as torch's zip writer reports one: a
+    RuntimeError raised while handling ``OSError(ENOSPC)``; images written after it fail likewise."""
+
+    def __init__(self, n: int = 2) -> None:
+        self.n, self.count = n, 0
+
+    def on_save_checkpoint(self, trainer, pl_module, checkpoint) -> None:
+        self.count += 1
+        if self.count != self.n:
+            return
+        import errno
+
+        from PIL import Image
+
+        def full(*args, **kwargs):
+            try:
+                raise OSError(errno.ENOSPC, "No space left on device")
+            except OSError:
+                raise RuntimeError("[enforce fail at inline_container.cc:672] . unexpected pos 742016 vs 741908")
+
+        torch.save = full
+        Image.Image.save = full
+
+
 class SignalAt(L.Callback):
     """Send ``sig`` to this process at the start of global step ``step`` (mid-step, like a
     scheduler's warning signal would)."""

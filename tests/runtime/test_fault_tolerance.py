@@ -133,6 +133,25 @@ def test_kill_during_a_checkpoint_write_keeps_the_previous_one(tmp_path):
     assert not list(done.parent.parent.parent.rglob(".last.ckpt.tmp-*"))  # the stale half-file was removed
 
 
+def test_a_full_disk_is_one_plain_line_and_the_previous_checkpoint_resumes(tmp_path):
+    """The second save meets a full disk: one ``error:`` line naming the file, the free space and the
+    checkpoint kept, exit 2, no traceback; no save is tried again on the way out, and the kept
+    checkpoint resumes the run."""
+    cfg = write_config("segmentation", tmp_path)
+    full = '--trainer.callbacks+={"class_path":"tests.helpers.crash_callbacks.DiskFullDuringSave","init_args":{"n":2}}'
+    proc = train("fit", cfg, tmp_path / "run", "--checkpoint_every_n_steps=4", full)
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert "Traceback" not in proc.stderr and "could not save" not in proc.stderr
+    (line,) = [x for x in proc.stderr.splitlines() if x.startswith("error:")]
+    assert "last.ckpt: not written, the disk holding" in line and "MB free" in line
+    assert "the previous last.ckpt is kept" in line and "--ckpt_path last" in line
+    ckpt = newest_checkpoint(tmp_path / "run")
+    assert torch.load(ckpt, weights_only=False)["global_step"] == 4
+    assert not list(ckpt.parent.glob(".last.ckpt.tmp-*"))  # the cut-short file is removed, not left to fill the disk
+    ok(train("fit", cfg, tmp_path / "run", "--checkpoint_every_n_steps=4", "--ckpt_path=last"))
+    assert torch.load(newest_checkpoint(tmp_path / "run"), weights_only=False)["global_step"] == 12
+
+
 def test_last_checkpoint_holds_the_final_step_between_periodic_saves(tmp_path):
     """max_steps 6 with a save every 4 steps: last.ckpt ends at step 6 with the final weights, not at 4."""
     cfg = write_config("segmentation", tmp_path, steps=6, val_every=3)
