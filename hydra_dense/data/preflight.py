@@ -94,7 +94,7 @@ def sized_image_problems(images: Iterable[tuple[Path, int, int]], source: str) -
 
 
 def file_problems(paths: Iterable[Path], what: str) -> list[str]:
-    """Files that must only exist and not be empty (videos: opening each container costs too much)."""
+    """Files that must exist and not be empty (videos are then opened: data.video_decode.video_problem)."""
     problems = []
     for path in paths:
         path = Path(path)

@@ -34,7 +34,7 @@ from .files import PredictInputs, find_predict_files
 from .preflight import file_problems
 from .skipping import SkipPolicy
 from .video_decode import (IncompleteDecode, VideoError, decode_frames, decode_video, frame_files, index_video,
-                           read_frame_files, read_frames)
+                           read_frame_files, read_frames, video_problem)
 from .video_files import VIDEO_EXTS, find_videos
 
 log = logging.getLogger(__name__)
@@ -100,8 +100,12 @@ class VideoClipDataset(SkipPolicy, Dataset):
         return len(self.samples)
 
     def file_problems(self) -> tuple[list[str], int]:
-        """Every video file (or frame folder) exists and is not empty; files checked."""
-        return file_problems((path for path, _ in self.samples), "video"), len(self.samples)
+        """Every video file (or frame folder) exists, is not empty, and opens with at least one frame
+        (:func:`~hydra_dense.data.video_decode.video_problem`); files checked."""
+        problems: list[str] = []
+        for path, _ in self.samples:
+            problems += file_problems([path], "video") or [p for p in [video_problem(path)] if p]
+        return problems, len(self.samples)
 
     def _view_indices(self, path: Path, n_frames: int, rng: Optional[np.random.Generator]) -> list[np.ndarray]:
         """Frame indices of each clip of a video of ``n_frames`` frames."""

@@ -31,7 +31,7 @@ from .files import IMAGE_EXTS, read_image
 log = logging.getLogger(__name__)
 
 __all__ = ["VideoError", "IncompleteDecode", "VideoIndex", "decode_video", "decode_frames", "index_video",
-           "frame_files", "read_frames", "read_frame_files", "decoded_size"]
+           "frame_files", "read_frames", "read_frame_files", "decoded_size", "video_problem"]
 
 
 class VideoError(ValueError):
@@ -64,6 +64,38 @@ class _RGB:
     def __call__(self, frame) -> np.ndarray:
         width, height = decoded_size(frame.width, frame.height, self.short_side)
         return self._scaler.reformat(frame, width, height, "rgb24", interpolation="AREA").to_ndarray()
+
+
+def video_problem(path: str | Path) -> Optional[str]:
+    """What stops ``path`` (a video file or a frame folder that exists) from giving any frame, read
+    from its container's header and, where the header holds no frame count, its first packet (about
+    1 ms a file); None when it has frames. Corrupt data after the start is found when decoded."""
+    path = Path(path)
+    if path.is_dir():
+        try:
+            frame_files(path)
+        except VideoError as err:
+            return str(err)
+        return None
+    try:
+        with av.open(str(path)) as container:
+            if not container.streams.video:
+                return f"video {path} has no video stream"
+            stream = container.streams.video[0]
+            if stream.frames:
+                return None
+            if any(packet.size for packet in _first_packets(container.demux(stream), 16)):
+                return None
+            return f"video {path} has no frames"
+    except Exception as err:  # av.error.InvalidDataError and friends: not a container PyAV can open
+        return f"video {path} cannot be opened as a video ({type(err).__name__}: {err})"
+
+
+def _first_packets(packets, n: int):
+    for i, packet in enumerate(packets):
+        if i >= n:
+            return
+        yield packet
 
 
 def decode_video(path: str | Path, max_frames: Optional[int] = None, short_side: Optional[int] = None) -> np.ndarray:

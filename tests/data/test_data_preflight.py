@@ -141,6 +141,46 @@ def test_missing_and_empty_videos_are_listed(tmp_path):
     assert problems == [f"video {tmp_path}/empty.mp4 is empty (0 bytes)", f"video {tmp_path}/gone.mp4 does not exist"]
 
 
+def test_videos_without_frames_are_listed_before_step_one(tmp_path):
+    """A file with no video stream, bytes that are no video, and an empty frame folder are listed by
+    the check that runs before training, beside a good video; the good one passes."""
+    import av
+    import numpy as np
+
+    from hydra_dense.data.video_decode import video_problem
+
+    good, audio_only, garbage, folder = (tmp_path / "good.mp4", tmp_path / "audio.mp4", tmp_path / "garbage.mp4",
+                                         tmp_path / "frames_of_nothing")
+    with av.open(str(good), "w") as container:
+        stream = container.add_stream("mpeg4", rate=25)
+        stream.width, stream.height, stream.pix_fmt = 32, 32, "yuv420p"
+        for _ in range(3):
+            frame = av.VideoFrame.from_ndarray(np.zeros((32, 32, 3), np.uint8), format="rgb24")
+            for packet in stream.encode(frame):
+                container.mux(packet)
+        for packet in stream.encode():
+            container.mux(packet)
+    with av.open(str(audio_only), "w") as container:
+        stream = container.add_stream("aac", rate=16000)
+        frame = av.AudioFrame.from_ndarray(np.zeros((1, 1024), np.float32), format="fltp", layout="mono")
+        frame.sample_rate = 16000
+        for packet in [*stream.encode(frame), *stream.encode()]:
+            container.mux(packet)
+    garbage.write_bytes(b"\x00" * 64)
+    folder.mkdir()
+    assert video_problem(good) is None
+    assert video_problem(audio_only) == f"video {audio_only} has no video stream"
+    assert video_problem(garbage).startswith(f"video {garbage} cannot be opened as a video")
+    assert video_problem(folder) == f"frame folder {folder} does not exist or holds no images"
+
+    from hydra_dense.data.video import VideoClipDataset
+
+    dataset = VideoClipDataset.__new__(VideoClipDataset)
+    dataset.samples = [(good, 0), (audio_only, 0), (garbage, 1), (folder, 1), (tmp_path / "gone.mp4", 0)]
+    problems, checked = dataset.file_problems()
+    assert checked == 5 and len(problems) == 4 and f"video {tmp_path}/gone.mp4 does not exist" in problems
+
+
 def test_an_exif_turned_image_beside_an_upright_mask_is_named_with_its_tag(tmp_path):
     """Both files store 96x64; the JPEG's orientation tag (6: turned 90 degrees) makes it 64x96 when
     read, and masks are not turned: the problem names EXIF, not a size the user never wrote."""
