@@ -35,8 +35,13 @@ def atomic_target(path: Union[str, Path], sync_folder: bool = False) -> Iterator
     ``sync_folder``: also fsync the folder, so that the rename survives a node crash (checkpoints).
     """
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, name = tempfile.mkstemp(prefix=f".{path.name}.tmp-", dir=path.parent)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, name = tempfile.mkstemp(prefix=f".{path.name}.tmp-", dir=path.parent)
+    except OSError as err:  # named by the file asked for, not by a temporary name the user never gave
+        if err.errno in _FULL:
+            raise _disk_full_refusal(path) from err
+        raise type(err)(err.errno, err.strerror, str(path)) from err
     os.fchmod(fd, 0o666 & ~_umask())  # mkstemp makes it 0600: give it the mode an open() would
     os.close(fd)
     tmp = Path(name)

@@ -3,12 +3,13 @@ the code that found it) prints ``error: <message>`` and exits 2, with no traceba
 comes back with ``--debug`` or ``HYDRA_DENSE_DEBUG=1`` (kept for the processes a job starts)."""
 from __future__ import annotations
 
+import errno
 import functools
 import os
 import sys
 from typing import Callable, Optional
 
-__all__ = ["Refusal", "StepFailed", "DiskFull", "KNOWN_REFUSALS", "DEBUG_ENV", "plain_refusals", "debugging"]
+__all__ = ["Refusal", "StepFailed", "DiskFull", "unwritable_message", "KNOWN_REFUSALS", "DEBUG_ENV", "plain_refusals", "debugging"]
 
 DEBUG_ENV = "HYDRA_DENSE_DEBUG"
 
@@ -34,6 +35,17 @@ KNOWN_REFUSALS: tuple[type[BaseException], ...] = (ValueError, FileNotFoundError
                                                    NotADirectoryError, PermissionError, Refusal)
 
 
+# an OSError that means "this place cannot be written" is the user's to fix, named in one line
+_UNWRITABLE = (errno.EROFS, errno.EACCES, errno.EPERM, errno.ENOSPC, errno.EDQUOT)
+
+
+def unwritable_message(err: OSError) -> str:
+    """One line for an OSError of :data:`_UNWRITABLE`: the path, what the system said, what to do."""
+    where = f"{err.filename}: " if err.filename else ""
+    return (f"{where}cannot be written ({err.strerror or err}); give a folder this process can write "
+            "(--out, --trainer.default_root_dir, or the cache's HYDRA_DENSE_CACHE)")
+
+
 def debugging() -> bool:
     return os.environ.get(DEBUG_ENV, "") not in ("", "0")
 
@@ -56,6 +68,11 @@ def plain_refusals(main: Callable[[list[str]], Optional[int]],
             if debugging():
                 raise
             print(f"error: {str(err).strip() or type(err).__name__}", file=sys.stderr, flush=True)
+            return 2
+        except OSError as err:
+            if debugging() or err.errno not in _UNWRITABLE:
+                raise
+            print(f"error: {unwritable_message(err)}", file=sys.stderr, flush=True)
             return 2
         except KeyboardInterrupt:
             if debugging():

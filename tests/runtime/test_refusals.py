@@ -120,3 +120,52 @@ def test_a_gpu_run_on_a_machine_without_one_is_refused_in_one_line_leaving_no_lo
     stderr = _refused(train("fit", config, tmp_path / "run", "--trainer.accelerator=gpu", "--trainer.devices=2"))
     assert "this machine has 0 CUDA device(s)" in stderr
     assert not (tmp_path / "run" / "lightning_logs").exists()
+
+
+def test_an_unwritable_place_is_one_line_naming_it(capsys, monkeypatch):
+    """A read-only file system (EROFS is no PermissionError), and a temporary file the atomic writer
+    could not make, are refused in one line naming the path the user gave; other OSErrors keep
+    their traceback."""
+    import errno
+
+    from hydra_dense.runtime.atomic_file import atomic_write_text
+
+    monkeypatch.setenv("HYDRA_DENSE_DEBUG", "0")
+
+    def read_only(argv):
+        raise OSError(errno.EROFS, "Read-only file system", "/mnt/results/run")
+
+    assert plain_refusals(read_only)([]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: /mnt/results/run: cannot be written (Read-only file system); give a folder") \
+        and err.count("\n") == 1
+
+    def make_no_temp_file(*args, **kwargs):
+        raise OSError(errno.EROFS, "Read-only file system", "/mnt/results/.table.md.tmp-x1y2")
+
+    monkeypatch.setattr("tempfile.mkstemp", make_no_temp_file)
+    with pytest.raises(OSError) as raised:
+        atomic_write_text("/mnt/results/table.md", "x")
+    assert raised.value.errno == errno.EROFS and raised.value.filename == "/mnt/results/table.md"
+
+    def other(argv):
+        raise OSError(errno.EIO, "Input/output error", "/mnt/results/run")
+
+    with pytest.raises(OSError):
+        plain_refusals(other)([])
+
+
+def test_a_read_only_default_root_dir_is_refused_in_one_line(tmp_path):
+    """Through the real entry point, on a read-only mount (root may mount one; skipped otherwise)."""
+    import subprocess
+
+    folder = tmp_path / "read_only"
+    folder.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "ro,size=1M", "tmpfs", str(folder)], capture_output=True).returncode:
+        pytest.skip("this process cannot mount a read-only file system")
+    try:
+        config = write_config("segmentation", tmp_path, steps=2, val_every=2)
+        err = _refused(train("fit", config, folder / "run"))
+        assert f"error: {folder / 'run'}: cannot be written (Read-only file system)" in err
+    finally:
+        subprocess.run(["umount", str(folder)], capture_output=True)
