@@ -3,6 +3,7 @@ time the trained models together, and write the report (see :func:`run_compariso
 from __future__ import annotations
 
 import os
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
@@ -21,6 +22,8 @@ from ..data.embedded import prepare_embedded_data
 from ..compare.runs import run_folder, run_or_reuse
 from ..compare.speed import measure_speed
 from ..compare.worker import request_overrides
+from ..runtime.progress import silence_known_noise
+from ..runtime.refusal import plain_refusals
 from .from_msa import msa_run_starts
 from .options import ComparisonOptions
 
@@ -253,3 +256,17 @@ def recipe_conversions(recipes: list[Recipe], options: ComparisonOptions, source
             out[r.name] = aligned_checkpoint(backbone, plan, source, out[r.name], o.align_config or ALIGN_CONFIG,
                                              o.config, o.overrides, o.align_steps)
     return out
+
+
+def work(argv: list[str]) -> int:
+    """``python -m hydra_dense.jobs.comparison <options.json>``: one comparison from the options a
+    job wrote (:meth:`ComparisonOptions.as_json`); the GPU track's workers."""
+    if len(argv) != 1:
+        raise ValueError("usage: python -m hydra_dense.jobs.comparison <options.json>")
+    silence_known_noise()
+    run_comparison(ComparisonOptions.read(Path(argv[0])))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(plain_refusals(work)())

@@ -21,11 +21,13 @@ Extra ``--key=value`` arguments go to the comparison (LightningCLI overrides inc
 from __future__ import annotations
 
 import argparse
+import json
 import shutil
 import subprocess
 import sys
 import threading
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import NamedTuple, Optional
 
@@ -36,15 +38,17 @@ from ..compare.recipes import parse_recipes, split_recipe_name
 from ..compare.run_setup import pretrained_weights
 from ..compare.runs import read_finished, run_folder
 from ..data.embedded import prepare_embedded_data
+from ..runtime.atomic_file import atomic_write_text
+from ..runtime.progress import silence_known_noise
 from ..runtime.refusal import StepFailed, plain_refusals
 from ..runtime.shipped import find_shipped, job_command, job_environment
 from .compare import CONVERTIBLE_PLANS, LARGE_DEMO_CONFIG
-from .compare import main as compare_main
 from .compare import parse_args
-from .comparison import conversion_arguments, task_depth
+from .comparison import conversion_arguments, run_comparison, task_depth
+from .options import ComparisonOptions
 
-__all__ = ["main", "entry", "GPU_TRACK_PLANS", "comparison_arguments", "worker_arguments", "controls_arguments",
-           "track_runs", "ready_runs", "finished_score"]
+__all__ = ["main", "entry", "GPU_TRACK_PLANS", "comparison_arguments", "track_options", "worker_options",
+           "controls_options", "track_runs", "ready_runs", "finished_score"]
 
 # MSA, the recommended all-Hydra recipe and its control: the same local branch without the global term
 GPU_TRACK_PLANS = CONVERTIBLE_PLANS
@@ -67,13 +71,17 @@ def comparison_arguments(dry_run: bool, out: str, extra: list[str], config: str 
                    "--trainer.precision=bf16-mixed", "--data.init_args.num_workers=4", *extra]
 
 
-def worker_arguments(full: list[str], plan: str, seed: int) -> list[str]:
-    """One recipe x seed of the comparison ``full``: the same overrides (so the last pass finds the
+def track_options(dry_run: bool, out: str, extra: list[str], config: str = LARGE_DEMO_CONFIG, steps: int = 1000,
+                  seeds: tuple[int, ...] = SEEDS) -> ComparisonOptions:
+    """The track's comparison, parsed once by the comparison's own command line (``extra``: the
+    user's ``--key=value`` arguments); every worker and pass is built from it."""
+    return parse_args(comparison_arguments(dry_run, out, extra, config, steps, seeds))[0]
+
+
+def worker_options(full: ComparisonOptions, plan: str, seed: int) -> ComparisonOptions:
+    """One recipe x seed of the comparison ``full``: the same settings (so the last pass finds the
     run finished and reuses it), that plan and seed, and no big-input timing (the last pass times)."""
-    args = list(full)
-    args[args.index("--plans") + 1] = plan
-    args[args.index("--seeds") + 1] = str(seed)
-    return args + ["--speed-size", "0"]
+    return replace(full, plans=plan, seeds=[seed], speed_size="0")
 
 
 def track_runs(plans: str, seeds: tuple[int, ...] = SEEDS) -> list[tuple[str, int]]:
@@ -98,22 +106,18 @@ def ready_runs(waiting: list[tuple[str, int]], finished: set[tuple[str, int]],
     return [(p, s) for p, s in waiting if ready(p, s)]
 
 
-def controls_arguments(full: list[str], controls: str) -> list[str]:
+def controls_options(full: ComparisonOptions, controls: str) -> ComparisonOptions:
     """The controls' comparison: the track's, with MSA and the ``controls`` plans, first seed only."""
-    args = list(full)
-    args[args.index("--plans") + 1] = ",".join(["msa", *[c for c in controls.split(",") if c.strip()]])
-    args[args.index("--seeds") + 1] = args[args.index("--seeds") + 1].split(",")[0]
-    return args
+    return replace(full, plans=",".join(["msa", *[c for c in controls.split(",") if c.strip()]]), seeds=full.seeds[:1])
 
 
 class _Conversions:
     """The ``@converted`` recipes' conversions, each in its own thread (each runs its conversion in
     its own process), exactly as the comparison of ``full`` asks for them, so its runs find them cached."""
 
-    def __init__(self, full: list[str]) -> None:
+    def __init__(self, options: ComparisonOptions) -> None:
         # everything that parses a config happens here, in the calling thread: jsonargparse changes the
         # process's working folder while it reads a config, which would move the other threads' relative paths
-        options, _ = parse_args(full)
         recipes = parse_recipes(options.plans, options.backbones, task_depth(options.config, options.overrides))
         calls = conversion_arguments(recipes, options, pretrained_weights(options.pretrained))
         self.done: set[str] = set()
@@ -147,10 +151,11 @@ class _Running(NamedTuple):
     process: subprocess.Popen
 
 
-def _run_together(runs: list[tuple[str, int]], full: list[str], out: Path, at_once: int,
+def _run_together(runs: list[tuple[str, int]], full: ComparisonOptions, out: Path, at_once: int,
                   prepared: Optional[set[str]] = None) -> None:
     """Run every (plan, seed) worker, at most ``at_once`` at a time, each as soon as it is ready
-    (:func:`ready_runs`); a failed one stops the job naming its log."""
+    (:func:`ready_runs`), each a comparison process reading its options file beside its log; a
+    failed one stops the job naming its log."""
     logs = (START_FOLDER / out / "logs").resolve()
     logs.mkdir(parents=True, exist_ok=True)
     waiting, running, finished = list(runs), [], set()
@@ -158,7 +163,9 @@ def _run_together(runs: list[tuple[str, int]], full: list[str], out: Path, at_on
         for plan, seed in ready_runs(waiting, finished, prepared=prepared)[: at_once - len(running)]:
             waiting.remove((plan, seed))
             log = logs / f"{plan.replace('@', '_at_')}_seed{seed}.log"
-            cmd = job_command("jobs.compare", *worker_arguments(full, plan, seed))
+            request = atomic_write_text(log.with_suffix(".options.json"),
+                                        json.dumps(worker_options(full, plan, seed).as_json(), indent=1))
+            cmd = job_command("jobs.comparison", str(request))
             with open(log, "w") as fh:
                 running.append(_Running(plan, seed, log, time.time(), subprocess.Popen(
                     cmd, stdout=fh, stderr=subprocess.STDOUT, cwd=START_FOLDER,
@@ -197,7 +204,8 @@ def main(argv: Optional[list[str]] = None) -> int:
     if args.steps < 1:
         raise ValueError(f"--steps {args.steps}: give 1 or more")
     seeds = tuple(int(s) for s in args.seeds.split(",") if s.strip())
-    full = comparison_arguments(args.dry_run, args.out, extra, args.config, args.steps, seeds)
+    silence_known_noise()
+    full = track_options(args.dry_run, args.out, extra, args.config, args.steps, seeds)
     if not args.dry_run and args.at_once > 1:
         started = time.time()
         # the data and weights every worker reads, prepared once here rather than by workers racing
@@ -211,10 +219,11 @@ def main(argv: Optional[list[str]] = None) -> int:
         print(f"[gpu_track] all runs done in {(time.time() - started) / 60:.1f} min; timing and the table",
               flush=True)
     if args.controls:  # its table first: the track's own table.md is written last
-        compare_main(controls_arguments(full, args.controls))
+        run_comparison(controls_options(full, args.controls))
         for name in ("table.md", "table.csv"):
             shutil.copyfile(Path(args.out) / name, Path(args.out) / name.replace("table", "table_controls"))
-    return compare_main(full)
+    run_comparison(full)
+    return 0
 
 
 # ``tools/gpu_track.py``: main, refusing plainly (runtime/refusal.py)

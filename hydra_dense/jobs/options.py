@@ -1,8 +1,9 @@
-"""The settings of one comparison, typed: what the command line gives the job and what
-``--from-run`` builds for it."""
+"""The settings of one comparison, typed: what the command line gives the job, what
+``--from-run`` and the GPU track build for it, and what a comparison worker process reads."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import json
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Optional
 
@@ -34,3 +35,16 @@ class ComparisonOptions:
     speed_repeats: int = 5
     overrides: list[str] = field(default_factory=list)
     start_note: Optional[str] = None  # what the table's header says the runs started from, when not --pretrained
+
+    def as_json(self) -> dict:
+        """Every setting as JSON values (paths as text): what :meth:`read` reads back."""
+        return dict(asdict(self), config=str(self.config), out=str(self.out))
+
+    @classmethod
+    def read(cls, path: Path) -> "ComparisonOptions":
+        """The options a job wrote with :meth:`as_json` (a comparison worker's request file)."""
+        data = json.loads(Path(path).read_text())
+        unknown = sorted(set(data) - set(cls.__dataclass_fields__))
+        if unknown:
+            raise ValueError(f"{path}: not a comparison request (unknown keys {unknown})")
+        return cls(**dict(data, config=Path(data["config"]), out=Path(data["out"])))

@@ -3,9 +3,9 @@ minutes on 2 cores: run by hand, not in the suite)."""
 import json
 from dataclasses import asdict
 
-from hydra_dense.jobs.compare import parse_args
 from hydra_dense.jobs.gpu_track import (GPU_TRACK_PLANS, comparison_arguments, finished_score, ready_runs,
-                                        track_runs, worker_arguments)
+                                        track_options, track_runs, worker_options)
+from hydra_dense.jobs.options import ComparisonOptions
 
 
 def test_the_full_scale_command_is_three_seeds_of_1000_steps_in_bf16():
@@ -14,17 +14,24 @@ def test_the_full_scale_command_is_three_seeds_of_1000_steps_in_bf16():
     assert "--trainer.precision=bf16-mixed" in args and args[args.index("--plans") + 1] == GPU_TRACK_PLANS
 
 
-def test_a_worker_asks_for_its_run_exactly_as_the_last_pass_does():
+def test_a_worker_asks_for_its_run_exactly_as_the_last_pass_does(tmp_path):
     """The last pass reuses a worker's run only if every training setting matches; a mismatch
-    would silently train all nine runs again."""
-    full = comparison_arguments(False, "runs/x", ["--trainer.gradient_clip_val=1.0"])
-    whole, _ = parse_args(full)
-    one, _ = parse_args(worker_arguments(full, "local+dwc7@converted", 2))
+    would silently train all nine runs again. The worker reads its options from a file, as written."""
+    whole = track_options(False, "runs/x", ["--trainer.gradient_clip_val=1.0"])
+    one = worker_options(whole, "local+dwc7@converted", 2)
     assert (one.plans, one.seeds, one.speed_size) == ("local+dwc7@converted", [2], "0")
     assert whole.speed_size == "1024"
     differ = {k for k, v in asdict(one).items() if asdict(whole)[k] != v}
     assert differ == {"plans", "seeds", "speed_size"}
     assert "--trainer.gradient_clip_val=1.0" in one.overrides
+    request = tmp_path / "options.json"
+    request.write_text(json.dumps(one.as_json()))
+    assert ComparisonOptions.read(request) == one
+    request.write_text(json.dumps(dict(one.as_json(), plan="msa")))
+    import pytest
+
+    with pytest.raises(ValueError, match="not a comparison request"):
+        ComparisonOptions.read(request)
 
 
 def test_a_recipe_s_other_seeds_wait_for_its_first_so_each_conversion_runs_once():
@@ -57,11 +64,36 @@ def test_with_conversions_run_apart_a_recipe_waits_for_its_conversion_and_nothin
 
 
 def test_the_controls_are_msa_and_each_control_at_the_first_seed_of_the_same_request():
-    from hydra_dense.jobs.gpu_track import controls_arguments
+    from hydra_dense.jobs.gpu_track import controls_options
 
-    full = comparison_arguments(False, "runs/x", [], "configs/segmentation/demo_context_presence.yaml", 600)
-    controls, _ = parse_args(controls_arguments(full, "vitdet8_msa,vitdet8_windows"))
-    whole, _ = parse_args(full)
+    whole = track_options(False, "runs/x", [], "configs/segmentation/demo_context_presence.yaml", 600)
+    controls = controls_options(whole, "vitdet8_msa,vitdet8_windows")
     assert (controls.plans, controls.seeds) == ("msa,vitdet8_msa,vitdet8_windows", [0])
     assert {k for k, v in asdict(controls).items() if asdict(whole)[k] != v} == {"plans", "seeds"}
     assert whole.max_steps == 600 and str(whole.config).endswith("demo_context_presence.yaml")
+
+
+def test_workers_run_from_their_options_files_and_the_last_pass_reuses_their_runs(tmp_path, monkeypatch):
+    """Two runs side by side, each a comparison process reading the options file beside its log
+    (the one way the track hands work to a process); the last pass trains nothing again."""
+    import yaml
+
+    from hydra_dense.jobs import gpu_track
+    from hydra_dense.jobs.comparison import run_comparison
+    from hydra_dense.jobs.compare import parse_args
+    from tests.helpers.compare_runs import compare_seg_config
+
+    config = tmp_path / "cfg.yaml"
+    config.write_text(yaml.safe_dump(compare_seg_config(tmp_path, steps=2)))
+    out = tmp_path / "out"
+    full, _ = parse_args(["--config", str(config), "--plans", "msa,hydra", "--pretrained", "none", "--out", str(out),
+                          "--seeds", "0", "--speed-size", "0", "--speed-repeats", "1"])
+    monkeypatch.setattr(gpu_track, "START_FOLDER", tmp_path)
+    gpu_track._run_together([("msa", 0), ("hydra", 0)], full, out, at_once=2)
+    requests = sorted((out / "logs").glob("*.options.json"))
+    assert [r.name for r in requests] == ["hydra_seed0.options.json", "msa_seed0.options.json"]
+    assert ComparisonOptions.read(requests[1]) == worker_options(full, "msa", 0)
+    trained = {p: (out / p / "seed0" / "result.json").stat().st_mtime for p in ("msa", "hydra")}
+    rows = run_comparison(full)
+    assert [r["plan"] for r in rows] == ["msa", "hydra"]
+    assert trained == {p: (out / p / "seed0" / "result.json").stat().st_mtime for p in ("msa", "hydra")}
