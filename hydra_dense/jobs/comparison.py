@@ -69,8 +69,17 @@ class ComparisonJob:
         runs = [run_or_reuse(req, run_folder(self.options.out, recipe.name, req.seed), self.options.rerun,
                              self.progress) for req in requests]
         self.progress.recipe_done(recipe.name, runs)
-        self.by_recipe[recipe.name], self.requests[recipe.name] = runs, requests
+        self.add_runs(recipe, runs, requests)
         return runs
+
+    def add_runs(self, recipe: Recipe, runs: list[dict], requests: list[RunRequest]) -> None:
+        """``recipe``'s finished runs and the requests they ran, for the speed step and the report
+        (also runs made outside :meth:`train`: ``--from-run`` validating the given model)."""
+        self.by_recipe[recipe.name], self.requests[recipe.name] = runs, requests
+
+    def add_conversion(self, recipe: Recipe, conversion: tuple) -> None:
+        """``recipe``'s conversion (converted checkpoint, info), made here or by the caller, for the report."""
+        self.conversions[recipe.name] = conversion
 
     # ---- convert -----------------------------------------------------------------------------
     def convert(self) -> None:

@@ -182,7 +182,7 @@ def _validate_the_run(job: ComparisonJob, run: FinishedRun, weights: Path, out: 
     job.progress.start(msa.name, run.seed)
     given = evaluate_given(req, run_folder(out, msa.name, run.seed), str(weights), run.steps)
     job.progress.finish(msa.name, run.seed, given, reused=False)
-    job.by_recipe[msa.name], job.requests[msa.name] = [given], [req]
+    job.add_runs(msa, [given], [req])
 
 
 def _convert(backbone: dict, run: FinishedRun, weights: Path, options: FromRunOptions, plan: dict,
@@ -219,7 +219,7 @@ def convert_run(run: FinishedRun, options: FromRunOptions) -> list[dict]:
     _validate_the_run(job, run, weights, options.out)
     stage = _convert(backbone, run, weights, options, converted.plan_fields(configured_depth(backbone["init_args"])),
                      job.options.overrides)
-    job.conversions[converted.name] = stage
+    job.add_conversion(converted, stage)
     job.train(converted, [RunStart(str(stage[0]), str(weights))])
     job.train(continued, [RunStart(str(weights), str(weights))])
     return job.report(*job.speed())
