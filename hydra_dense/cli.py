@@ -30,7 +30,7 @@ import sys
 import time
 from datetime import timedelta
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Optional, Sequence
 
 import lightning as L
 import torch
@@ -250,7 +250,8 @@ def parse_config(args: list[str]):
 
 
 def main(args: Optional[list[str]] = None, run: bool = True,
-         cli_class: type[HydraDenseCLI] = HydraDenseCLI) -> HydraDenseCLI:
+         cli_class: type[HydraDenseCLI] = HydraDenseCLI, callbacks: Sequence[L.Callback] = ()) -> HydraDenseCLI:
+    """The hydra_dense command line on ``args``; ``callbacks`` join the trainer's (after the config's)."""
     silence_known_noise()
     cli = cli_class(
         model_class=L.LightningModule,
@@ -261,6 +262,7 @@ def main(args: Optional[list[str]] = None, run: bool = True,
         args=args,
         run=run,
         auto_configure_optimizers=False,
+        trainer_defaults={"callbacks": list(callbacks)} if callbacks else None,
     )
     if run:
         _close_process_group()

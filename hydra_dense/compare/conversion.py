@@ -16,6 +16,7 @@ import yaml
 from jsonargparse import Namespace
 
 from ..attention import AttentionPlan
+from ..convert.request import ConversionRequest
 from ..backbones import VideoViT
 from ..cli import parse_config
 from ..data.embedded import prepare_embedded_data, string_values
@@ -113,21 +114,20 @@ def _conversion_key(source: str, backbone: dict, config_text: str, steps: int, e
 
 def _run_conversion(backbone: dict, plan: dict, source: str, conv_cfg: Path, steps: int, extra: list[str],
                     folder: Path) -> tuple[list[str], float]:
-    """``python -m hydra_dense.convert`` into ``folder`` (resumed there if it was interrupted);
-    returns its command and its minutes of wall time."""
+    """A conversion worker process into ``folder`` (resumed there if it was interrupted), reading its
+    :class:`ConversionRequest` from ``folder/request.json``; returns the conversion's command line
+    (``hydra-dense-convert`` takes it as it is) and its minutes of wall time."""
     # every plan field written out: given as --model.init_args.backbone, this backbone's init_args are
     # merged into the conversion config's, so a field left out (e.g. local) would be taken from there
     backbone = dict(backbone, init_args=dict(backbone["init_args"], plan=asdict(AttentionPlan.coerce(plan))))
     backbone_yaml = atomic_write_text(folder / "backbone.yaml", yaml.safe_dump(backbone, sort_keys=False))
-    cmd = job_command("convert", "--config", str(conv_cfg), f"--model.init_args.backbone={backbone_yaml}",
-                      f"--model.init_args.source={source}", f"--model.init_args.output={folder / 'converted.pth'}",
-                      f"--trainer.max_steps={steps}", f"--trainer.default_root_dir={folder / 'run'}", "--ckpt_path=last",
-                      *extra, "--trainer.enable_progress_bar=false", "--trainer.enable_model_summary=false",
-                      '--trainer.callbacks+={"class_path": "hydra_dense.runtime.progress.StepProgress", '
-                      '"init_args": {"label": "conversion", "every": 50}}')
+    request = ConversionRequest(config=str(conv_cfg), backbone_yaml=str(backbone_yaml), source=str(source),
+                                folder=str(folder), steps=steps, overrides=list(extra))
+    request_file = atomic_write_text(folder / "request.json", json.dumps(request.as_json(), indent=1))
+    cmd = ["hydra-dense-convert", *request.cli_arguments()]
     print(f"\n=== converting {source} -> {plan} ({steps} steps; cached in {folder}) ===", flush=True)
     t0 = time.time()
-    proc = subprocess.run(cmd, env=job_environment())
+    proc = subprocess.run(job_command("convert.worker", str(request_file)), env=job_environment())
     if proc.returncode == 0 and not (folder / "converted.pth").is_file():
         raise StepFailed(f"the conversion ended without training a step (exit 0, no converted.pth in {folder}): most "
                          f"often its data gives no full training batch (fewer images than its batch_size; Lightning "

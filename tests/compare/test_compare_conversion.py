@@ -78,7 +78,9 @@ def test_conversion_cache_key_is_taken_after_the_conversion_data_is_prepared(tmp
 
     def fake_conversion(cmd, **_):
         prepare()
-        output = next(a.split("=", 1)[1] for a in cmd if a.startswith("--model.init_args.output="))
+        from hydra_dense.convert.request import ConversionRequest
+
+        output = ConversionRequest.read(cmd[-1]).output  # the worker's one argument: its request file
         torch.save({"hydra_dense": dict(converted_blocks=[0], steps=4, data="images", error_before=[1.0],
                                         error_after=[0.5])}, output)
         conversions.append(output)
