@@ -30,7 +30,7 @@ import sys
 import time
 from datetime import timedelta
 from pathlib import Path
-from typing import Any, Optional, Sequence
+from typing import Any, NamedTuple, Optional, Sequence, Union
 
 import lightning as L
 import torch
@@ -267,6 +267,23 @@ def main(args: Optional[list[str]] = None, run: bool = True,
     if run:
         _close_process_group()
     return cli
+
+
+class BuiltTask(NamedTuple):
+    """What a task config declares, built: the model, its data module and the trainer."""
+
+    model: L.LightningModule
+    datamodule: L.LightningDataModule
+    trainer: L.Trainer
+
+
+def build_task(config: Union[str, Path], overrides: Sequence[str] = (), root_dir: Optional[Path] = None) -> BuiltTask:
+    """The model, data module and trainer of a task ``config`` (LightningCLI ``overrides`` such as
+    ``--trainer.max_steps=10`` applied; ``root_dir``: the trainer's ``default_root_dir``), built as
+    ``tools/train.py`` builds them, nothing run. The library's one way to build a task from a config."""
+    args = ["--config", str(config), *overrides] + ([f"--trainer.default_root_dir={root_dir}"] if root_dir else [])
+    cli = main(args, run=False)
+    return BuiltTask(cli.model, cli.datamodule, cli.trainer)
 
 
 # a run stopped by SIGTERM exits as a killed process would (128 + 15), so a scheduler never reads it as done

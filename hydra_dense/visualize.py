@@ -30,7 +30,7 @@ from PIL import Image
 
 from hydra_dense.attention.maps import attention_maps
 from hydra_dense.backbones import ViT, load_pretrained
-from hydra_dense.cli import main as cli_main
+from hydra_dense.cli import build_task
 from hydra_dense.drawing import colorize, draw_detections
 from hydra_dense.weights import DINOV2_VITS14_KWARGS, prepare_dinov2_vits14
 
@@ -97,11 +97,11 @@ def cmd_attention(args) -> None:
 
 def task_from(args):
     """The task and data module of ``--config`` (+ overrides), in eval mode, with ``--ckpt``'s weights."""
-    cli = cli_main(["--config", args.config, *args.overrides], run=False)
-    task = cli.model.eval()
+    task, datamodule, _ = build_task(args.config, args.overrides)
+    task.eval()
     if args.ckpt:
         task.load_state_dict(torch.load(args.ckpt, map_location="cpu", weights_only=True)["state_dict"])
-    return task, cli.datamodule
+    return task, datamodule
 
 
 def cmd_seg(args) -> None:

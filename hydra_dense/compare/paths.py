@@ -89,7 +89,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     if not Path(result.get("weights") or "").is_file():
         p.error(f"--run: {run} saved no weights (final_weights.pt)")
     overrides = [o for o in request_overrides(req) if "pretrained=" not in o] + ["--trainer.enable_progress_bar=false"]
-    _, model, dm, trainer = build_run(Path(req.config), overrides, run / "paths", req.plan_name)
+    model, dm, trainer = build_run(Path(req.config), overrides, run / "paths", req.plan_name)
     model.load_state_dict(torch.load(result["weights"], map_location="cpu", weights_only=True))
     rows = path_table(model, dm, trainer, result["metric"], args.per_block)
     lines = [f"What each path carries: {req.recipe} seed {req.seed} ({result['metric']}, validation split; "

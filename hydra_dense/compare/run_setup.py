@@ -10,7 +10,7 @@ import yaml
 from ..attention import plan_from_name
 from ..backbones import VideoViT
 from ..backbones.checkpoint import load_pretrained
-from ..cli import main as cli_main
+from ..cli import build_task
 from ..runtime.class_path import names_subclass_of
 from ..runtime.shipped import find_shipped
 from ..tasks.base import DenseTask
@@ -58,14 +58,12 @@ def _section(path: Path, key: Optional[str]) -> dict:
 
 def build_run(config: Path, overrides: list[str], root_dir: Path, plan_name: Optional[str] = None,
               weights: Optional[str] = None, strict_weights: bool = False):
-    """``(cli, model, datamodule, trainer)`` of ``config`` + ``overrides``, the backbone switched to
+    """``(model, datamodule, trainer)`` of ``config`` + ``overrides``, the backbone switched to
     ``plan_name`` (weights kept) and then, when given, loaded from ``weights`` (a converted
     checkpoint: loaded after the plan switch so its local-mixing tensors find their modules)."""
-    args = ["--config", str(config), *overrides, f"--trainer.default_root_dir={root_dir}"]
-    cli = cli_main(args=args, run=False)
-    model = cli.model
+    model, datamodule, trainer = build_task(config, overrides, root_dir)
     if plan_name is not None:
         model.backbone.set_plan(plan_from_name(plan_name, len(model.backbone.blocks)))
     if weights is not None:
         load_pretrained(model.backbone, weights, strict=strict_weights)
-    return cli, model, cli.datamodule, cli.trainer
+    return model, datamodule, trainer

@@ -110,7 +110,7 @@ def evaluate_saved(req: RunRequest, run_dir: Path) -> dict:
     result = json.loads((run_dir / "result.json").read_text())
     sizes = [s for s in req.eval_sizes if str(s) not in result.get("scores_at", {})]
     if sizes:
-        _, model, dm, trainer = build_run(Path(req.config), request_overrides(req), run_dir / "eval_sizes",
+        model, dm, trainer = build_run(Path(req.config), request_overrides(req), run_dir / "eval_sizes",
                                           req.plan_name)
         model.load_state_dict(torch.load(result["weights"], map_location="cpu", weights_only=True))
         result.setdefault("scores_at", {}).update(scores_at_sizes(model, dm, trainer, sizes, result["metric"]))
@@ -130,7 +130,7 @@ def run_one(req: RunRequest, run_dir: Path, resume: bool = False) -> dict:
     start = interrupted_checkpoint(run_dir) if resume else None
     if start is not None:
         print(f"[compare] {req.recipe} seed {req.seed}: resuming from {start}", flush=True)
-    _, model, dm, trainer = build_run(Path(req.config), request_overrides(req) + QUIET, run_dir, req.plan_name,
+    model, dm, trainer = build_run(Path(req.config), request_overrides(req) + QUIET, run_dir, req.plan_name,
                                       weights=req.converted, strict_weights=True)
     if req.head_from:  # converted from a trained task model: its head fits the converted features
         load_task_head(model, req.head_from)
@@ -147,7 +147,7 @@ def run_one(req: RunRequest, run_dir: Path, resume: bool = False) -> dict:
 def evaluate_given(req: RunRequest, run_dir: Path, weights: str, steps: int) -> dict:
     """The result of a model trained elsewhere (the task weights at ``weights``, ``steps`` steps):
     validated and described like a trained run, with no training figures."""
-    _, model, dm, trainer = build_run(Path(req.config), request_overrides(req) + QUIET, run_dir, req.plan_name)
+    model, dm, trainer = build_run(Path(req.config), request_overrides(req) + QUIET, run_dir, req.plan_name)
     model.load_state_dict(torch.load(weights, map_location="cpu", weights_only=True))
     train = dict(train_img_s=float("nan"), peak_train_mem_mb=float("nan"), train_min=float("nan"), steps=steps)
     return _validate_and_describe(replace(req, save_weights=False), run_dir, model, dm, trainer, train, weights)

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Optional, Sequence
 
 from ..backbones import load_pretrained, read_state_dict
-from ..cli import main as cli_main
+from ..cli import build_task
 from ..data.embedded import prepare_embedded_data
 from ..tables import write_csv
 from .task import relative_errors
@@ -37,8 +37,7 @@ def errors_at_crop_sizes(config: str, crop_sizes: Sequence[int], converted: Opti
                          overrides: Sequence[str] = ()) -> list[dict]:
     """One row per crop size: ``crop``, ``tokens``, ``mean_block_error`` (over converted blocks),
     ``final_tokens_error`` and ``block_<i>`` for each converted block."""
-    cli = cli_main(["--config", config, *overrides, "--trainer.logger=false"], run=False)
-    task, dm = cli.model, cli.datamodule
+    task, dm, _ = build_task(config, [*overrides, "--trainer.logger=false"])
     if converted:
         path = Path(converted).expanduser()
         if not path.is_file():

@@ -113,7 +113,7 @@ class ComparisonJob:
         for recipe in self.recipes:
             req, run = self.requests[recipe.name][0], self.by_recipe[recipe.name][0]
             ov = [o for o in request_overrides(req) if "pretrained=" not in o]
-            _, model, dm_r, _ = build_run(self.options.config, ov, self.options.out / recipe.name / "speed",
+            model, dm_r, _ = build_run(self.options.config, ov, self.options.out / recipe.name / "speed",
                                           recipe.plan_name)
             model.load_state_dict(torch.load(run["weights"], map_location="cpu", weights_only=True))
             models[recipe.name] = model.eval()

@@ -130,3 +130,21 @@ def test_the_task_images_conversion_config_instantiates(tmp_path):
                 f"--trainer.default_root_dir={tmp_path}", f"--model.init_args.output={tmp_path / 'out.pth'}"], run=False)
     assert isinstance(cli.model, ConversionTask) and cli.model.student_labels == ["hydra+dwc7"] * 12
     assert cli.datamodule.describe().endswith("18 train / 2 val images, crops 112px")
+
+
+def test_a_task_is_built_from_a_config_and_overrides_without_running(tmp_path):
+    """cli.build_task: the library's one way to build a task from a config; overrides apply, nothing trains."""
+    import yaml
+
+    from hydra_dense.cli import build_task
+    from hydra_dense.tasks import SegmentationTask
+    from tests.helpers.compare_runs import compare_seg_config
+
+    config = tmp_path / "cfg.yaml"
+    config.write_text(yaml.safe_dump(compare_seg_config(tmp_path)))
+    built = build_task(config, ["--model.init_args.backbone.init_args.plan=hydra", "--trainer.max_steps=7"],
+                       root_dir=tmp_path / "run")
+    assert isinstance(built.model, SegmentationTask) and built.trainer.max_steps == 7
+    assert built.model.backbone.attention_kinds == ["hydra", "hydra"]
+    assert built.trainer.global_step == 0 and built.trainer.default_root_dir == str(tmp_path / "run")
+    assert built.datamodule is not None
