@@ -30,7 +30,7 @@ _GLOB_CHARS = set("*?[")
 def files_under(folder: Path, suffixes: Sequence[str] = ()) -> list[Path]:
     """Every file under ``folder`` (sorted), symlinked subfolders followed (each real folder once, so
     a link cycle ends), ending in one of ``suffixes`` (any case; all files when empty). A folder named
-    like an image (``s3.png/``) is not a file and is not listed."""
+    like an image (``s3.png/``) is not a file and is not listed; a link to nothing is."""
     wanted = tuple(s.lower() for s in suffixes)
     found, seen = [], set()
     for here, dirs, files in os.walk(folder, followlinks=True):
@@ -40,7 +40,8 @@ def files_under(folder: Path, suffixes: Sequence[str] = ()) -> list[Path]:
             continue
         seen.add(real)
         found += [Path(here) / f for f in files if not wanted or f.lower().endswith(wanted)]
-    return sorted(p for p in found if p.is_file())
+    # a broken link stays listed: it is a file the user put there, named by the checks, not dropped unseen
+    return sorted(p for p in found if p.is_file() or (p.is_symlink() and not p.exists()))
 
 
 def find_predict_files(spec: Union[str, Sequence[str]], extensions: Sequence[str],

@@ -4,6 +4,7 @@ is decoded), so the check stays cheap for ADE20K's 20k images; every problem is 
 from __future__ import annotations
 
 import logging
+import os
 from pathlib import Path
 from typing import Iterable, Optional, Sequence
 
@@ -43,10 +44,17 @@ def _header(path: Path) -> tuple[int, int, str, bool]:
         return (h, w, im.mode, True) if turned else (w, h, im.mode, False)
 
 
+def missing(path: Path, what: str) -> str:
+    """``<what> <path> does not exist``; for a link, where it points."""
+    if path.is_symlink():
+        return f"{what} {path} is a link to {os.readlink(path)}, which does not exist"
+    return f"{what} {path} does not exist"
+
+
 def _header_or_problem(path: Path, what: str, modes: set[str]) -> tuple[Optional[tuple[int, int, bool]], Optional[str]]:
     """``((width, height, turned by EXIF), None)`` or ``(None, the problem)``."""
     if not path.is_file():
-        return None, f"{what} {path} does not exist"
+        return None, missing(path, what)
     try:
         w, h, mode, turned = _header(path)
     except Image.DecompressionBombError as err:  # a header claiming billions of pixels: damaged, or far too big
@@ -99,7 +107,7 @@ def file_problems(paths: Iterable[Path], what: str) -> list[str]:
     for path in paths:
         path = Path(path)
         if not path.exists():
-            problems.append(f"{what} {path} does not exist")
+            problems.append(missing(path, what))
         elif path.is_file() and path.stat().st_size == 0:
             problems.append(f"{what} {path} is empty (0 bytes)")
     return problems

@@ -229,3 +229,14 @@ def test_an_image_whose_header_claims_billions_of_pixels_is_listed_not_a_traceba
     problems = pair_problems([(image, root / "annotations" / "training" / "ADE_0000.png")])
     assert problems == [f"image {image} is too large to read: Image size (3600000000 pixels) exceeds limit of "
                         f"{2 * Image.MAX_IMAGE_PIXELS} pixels, could be decompression bomb DOS attack."]
+
+
+def test_a_link_to_nothing_is_named_not_dropped(tmp_path):
+    """An image that is a broken symlink was left out of the listing unseen (its mask then had no
+    image and the run trained on one sample fewer, exit 0); it is named, with where it points."""
+    root = make_ade(tmp_path / "ade", n_train=4, n_val=2)
+    image = sorted((root / "images" / "training").glob("*.jpg"))[1]
+    image.unlink()
+    image.symlink_to(tmp_path / "gone" / "x.jpg")
+    with pytest.raises(DataFilesError, match=rf"image {image} is a link to {tmp_path}/gone/x.jpg, which does not exist"):
+        seg_dm(root).setup("fit")
