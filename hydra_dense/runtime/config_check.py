@@ -1,5 +1,6 @@
-"""The YAML files a command line names, read strictly before LightningCLI reads them: an empty file
-and a key given twice (YAML keeps the last silently) are refused naming the file, key and lines."""
+"""The YAML files a command line names, read strictly before LightningCLI reads them: an empty file,
+a key given twice (YAML keeps the last silently) and text that is no YAML are refused naming the
+file, key and lines (the CLI's own message names neither file nor line's file)."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -33,8 +34,8 @@ _StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _s
 
 
 def check_config_file(path: Path) -> None:
-    """Refuse ``path`` (naming it) when it is empty or gives a key twice; a file that does not exist
-    or does not parse is left to the CLI, which names it."""
+    """Refuse ``path`` (naming it) when it is empty, gives a key twice, or is not YAML (its line and
+    column); a file that does not exist is left to the CLI, which names it."""
     path = Path(path).expanduser()
     if not path.is_file():
         return
@@ -42,11 +43,23 @@ def check_config_file(path: Path) -> None:
         data = yaml.load(path.read_text(), Loader=_StrictLoader)  # noqa: S506 - a SafeLoader subclass
     except ConfigFileError as err:
         raise ConfigFileError(f"{path}: {err}") from None
-    except (yaml.YAMLError, UnicodeDecodeError):
-        return
+    except yaml.YAMLError as err:
+        raise ConfigFileError(f"{path}: not valid YAML: {_yaml_problem(err)}") from None
+    except UnicodeDecodeError as err:
+        raise ConfigFileError(f"{path}: not UTF-8 text (byte {err.start}): a YAML config is a text file") from None
     if data is None:
         raise ConfigFileError(f"{path} is empty (no settings in it): give a config with trainer / model / data "
                               f"sections, e.g. one of configs/segmentation/*.yaml")
+
+
+def _yaml_problem(err: yaml.YAMLError) -> str:
+    """``line L, column C: <what>`` (1-based), with a hint where a tab indents a line."""
+    mark = getattr(err, "problem_mark", None)
+    where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
+    what = getattr(err, "problem", None) or str(err)
+    if mark is not None and mark.buffer and mark.buffer[mark.pointer:mark.pointer + 1] == "\t":
+        what += " (a tab: YAML indents with spaces only)"
+    return where + what
 
 
 def config_files_in_args(args: Iterable[str]) -> list[Path]:

@@ -85,13 +85,17 @@ def test_a_task_on_another_tasks_data_and_a_zero_batch_are_refused_before_anythi
     assert "| Name" not in err and not (tmp_path / "z").exists()  # before the model summary
 
 
-def test_an_empty_config_and_a_key_given_twice_are_refused_naming_the_file(tmp_path):
+def test_an_empty_config_a_key_given_twice_and_a_tab_are_refused_naming_the_file(tmp_path):
     empty = tmp_path / "empty.yaml"
     empty.write_text("# nothing yet\n")
     twice = tmp_path / "twice.yaml"
     twice.write_text("trainer:\n  max_steps: 3\n  log_every_n_steps: 1\n  max_steps: 5\n")
+    tab = tmp_path / "tab.yaml"
+    tab.write_text("trainer:\n\tmax_steps: 3\n")
     for path, words in ((empty, f"{empty} is empty"),
-                        (twice, f"{twice}: key 'max_steps' is given twice in one mapping (lines 2 and 4)")):
+                        (twice, f"{twice}: key 'max_steps' is given twice in one mapping (lines 2 and 4)"),
+                        (tab, f"{tab}: not valid YAML: line 2, column 1: found character '\\t' that cannot start "
+                              "any token (a tab: YAML indents with spaces only)")):
         stderr = _refused(train("fit", path, tmp_path / "run"))
         assert words in stderr
         assert len(stderr.strip().splitlines()) <= 3  # no usage dump
