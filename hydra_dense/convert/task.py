@@ -33,7 +33,7 @@ from ..backbones.checkpoint import (CheckpointError, adapt_vit_state_dict, is_pl
                                     read_state_dict)
 from ..backbones.video_vit import VideoViT
 from ..data.unlabeled import UnlabeledImageDataModule
-from ..tasks.optim import warmup_schedule
+from ..tasks.optim import adamw_with_schedule
 from ..weights import prepare_dinov2_vits14
 from .checkpoint_file import write_converted
 from .objective import (final_and_levels, final_tokens, relative_mse, squared_error_sums, student_branch_outputs,
@@ -346,7 +346,5 @@ class ConversionTask(L.LightningModule):
         groups = [dict(params=attn, lr=h.lr)]
         if local:
             groups.append(dict(params=local, lr=h.lr * h.local_lr_mult))
-        opt = torch.optim.AdamW(groups, lr=h.lr, weight_decay=h.weight_decay)
-        sched = torch.optim.lr_scheduler.LambdaLR(
-            opt, warmup_schedule(int(self.trainer.estimated_stepping_batches), h.warmup_steps, h.schedule))
-        return {"optimizer": opt, "lr_scheduler": {"scheduler": sched, "interval": "step", "frequency": 1}}
+        return adamw_with_schedule(groups, h.lr, int(self.trainer.estimated_stepping_batches), h.warmup_steps,
+                                   h.schedule, weight_decay=h.weight_decay)

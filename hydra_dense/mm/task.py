@@ -13,7 +13,7 @@ import lightning as L
 import torch
 from torch.utils.data import DataLoader
 
-from ..tasks.optim import warmup_schedule
+from ..tasks.optim import adamw_with_schedule
 from . import register
 
 __all__ = ["MMTask", "MMDataModule", "load_mm_config"]
@@ -147,11 +147,9 @@ class MMTask(L.LightningModule):
         params = [p for p in self.model.parameters() if p.requires_grad]
         decay = [p for p in params if p.ndim > 1]
         no_decay = [p for p in params if p.ndim <= 1]
-        opt = torch.optim.AdamW([dict(params=decay, weight_decay=h.weight_decay),
-                                 dict(params=no_decay, weight_decay=0.0)], lr=h.lr)
-        factor = warmup_schedule(int(self.trainer.estimated_stepping_batches), h.warmup_steps, h.schedule)
-        sched = torch.optim.lr_scheduler.LambdaLR(opt, factor)
-        return {"optimizer": opt, "lr_scheduler": {"scheduler": sched, "interval": "step"}}
+        groups = [dict(params=decay, weight_decay=h.weight_decay), dict(params=no_decay, weight_decay=0.0)]
+        return adamw_with_schedule(groups, h.lr, int(self.trainer.estimated_stepping_batches), h.warmup_steps,
+                                   h.schedule)
 
 
 class MMDataModule(L.LightningDataModule):

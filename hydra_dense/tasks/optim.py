@@ -55,11 +55,21 @@ def warmup_schedule(total_steps: int, warmup_steps: int, kind: Literal["poly", "
     return factor
 
 
+def adamw_with_schedule(groups: list[dict], lr: float, total_steps: int, warmup_steps: int, schedule: str,
+                        weight_decay: float = 0.01, betas: tuple[float, float] = (0.9, 0.999),
+                        milestones: Sequence[float] = (0.67, 0.89)) -> dict:
+    """Lightning ``configure_optimizers`` return value: AdamW over parameter ``groups`` (their own lr /
+    weight_decay win over ``lr`` / ``weight_decay``) and the warmup ``schedule``, stepped per step.
+    Every task's optimiser (the dense tasks, conversion, OpenMMLab models) is made here."""
+    opt = torch.optim.AdamW(groups, lr=lr, weight_decay=weight_decay, betas=betas)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, warmup_schedule(total_steps, warmup_steps, schedule,  # type: ignore[arg-type]
+                                                                   milestones=milestones))
+    return {"optimizer": opt, "lr_scheduler": {"scheduler": sched, "interval": "step", "frequency": 1}}
+
+
 def make_optimizer(backbone: nn.Module, others: Sequence[nn.Module], lr: float, weight_decay: float,
                    layer_decay: float, head_lr_mult: float, total_steps: int, warmup_steps: int, schedule: str,
                    betas: tuple[float, float] = (0.9, 0.999), milestones: Sequence[float] = (0.67, 0.89)) -> dict:
-    """Lightning ``configure_optimizers`` return value (AdamW + per-step LambdaLR)."""
-    opt = torch.optim.AdamW(build_param_groups(backbone, others, lr, weight_decay, layer_decay, head_lr_mult),
-                            lr=lr, betas=betas)
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, warmup_schedule(total_steps, warmup_steps, schedule, milestones=milestones))  # type: ignore[arg-type]
-    return {"optimizer": opt, "lr_scheduler": {"scheduler": sched, "interval": "step", "frequency": 1}}
+    """The dense tasks' optimiser: layer-wise lr decay over the backbone, the heads at ``head_lr_mult``."""
+    return adamw_with_schedule(build_param_groups(backbone, others, lr, weight_decay, layer_decay, head_lr_mult),
+                               lr, total_steps, warmup_steps, schedule, betas=betas, milestones=milestones)
