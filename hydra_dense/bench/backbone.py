@@ -1,4 +1,5 @@
-"""Backbone-level benchmark: every attention plan of one ViT, timed interleaved at each input size."""
+"""Backbone-level benchmark: every attention plan of one model (:mod:`.models`), timed interleaved at
+each input size, with its FLOPs, peak memory and the ratios to MSA."""
 from __future__ import annotations
 
 import contextlib
@@ -10,30 +11,15 @@ from typing import Callable, Iterable, Optional
 import torch
 from torch import nn
 
-from ..attention import plan_from_name
-from ..backbones.sizes import configured_depth
-from ..backbones import VideoViT, ViT
-from ..tasks.segmentation import SegmentationTask
-from .detection import DETECTION_PIPELINES, build_detection_pipeline, count_flops_real
+from .detection import count_flops_real
 from .flops import ELEMENTWISE_PER_TOKEN_CHANNEL, count_flops, hydra_flops_by_formula
 from .input_sizes import InputSize
 from .memory import peak_memory_mb, peak_memory_mb_isolated
+from .models import MODELS, bench_input, build_backbone, is_detection_model, token_count, vit_of
 from .timing import interleaved_medians
 
 __all__ = ["BenchSettings", "build_backbone", "bench_backbones", "count_backbone_flops", "attention_flop_shares", "MODELS",
            "ROW_COLUMNS"]
-
-# name -> (class, constructor kwargs). ``micro`` is for CI smoke runs.
-MODELS: dict[str, tuple[type, dict]] = {
-    "vit_micro": (ViT, dict(size=None, embed_dim=64, depth=4, num_heads=2)),
-    "vit_tiny": (ViT, dict(size="tiny")),
-    "vit_small": (ViT, dict(size="small")),
-    "vit_base": (ViT, dict(size="base")),
-    "vit_large": (ViT, dict(size="large")),
-    "video_vit_micro": (VideoViT, dict(size=None, embed_dim=64, depth=4, num_heads=2)),
-    "video_vit_small": (VideoViT, dict(size="small")),
-    "video_vit_base": (VideoViT, dict(size="base")),
-}
 
 ROW_COLUMNS = ["backbone", "attention", "height", "width", "frames", "tokens", "batch", "mode", "dtype", "compile",
                "device", "ms_per_iter", "throughput", "peak_mem_mb", "gflops", "attn_flop_share",
@@ -56,80 +42,6 @@ class BenchSettings:
     repeats: int = 5
     grad_checkpointing: bool = False
     memory: bool = True  # measure peak memory (CPU: one extra step in a fresh process)
-
-
-# Whole task models (pipeline level): "<task>_<head>:<backbone>", e.g. "seg_uper:vit_base".
-PIPELINES = {"seg_uper": dict(decode_head="uper", head_channels=512, out_indices=[3, 5, 7, 11]),
-             "seg_linear": dict(decode_head="linear", head_channels=256, out_indices=[3, 5, 7, 11]),
-             "seg_setr_naive": dict(decode_head="setr_naive", head_channels=256, out_indices=[11])}
-
-
-def _pipeline(model: str, plan: str, patch_size: int, grad_checkpointing: bool) -> nn.Module:
-    task, _, backbone_name = model.partition(":")
-    spec = dict(PIPELINES[task])
-    cls, kwargs = MODELS[backbone_name or "vit_base"]
-    depth = configured_depth(kwargs)
-    out_indices = [min(i, depth - 1) for i in spec.pop("out_indices")]
-    if depth != 12:
-        out_indices = sorted({depth // 4 - 1, depth // 2 - 1, 3 * depth // 4 - 1, depth - 1})[-len(out_indices):]
-    backbone = cls(**kwargs, patch_size=patch_size, grad_checkpointing=grad_checkpointing, class_token=False,
-                   plan=plan_from_name(plan, depth), out_indices=out_indices)
-    return SegmentationTask(backbone, num_classes=150, **spec)
-
-
-def _detection_pipeline(model: str, plan: str, patch_size: int, grad_checkpointing: bool) -> nn.Module:
-    task, _, backbone_name = model.partition(":")
-    cls, kwargs = MODELS[backbone_name or "vit_base"]
-    depth = configured_depth(kwargs)
-    vit = cls(**kwargs, patch_size=patch_size, grad_checkpointing=grad_checkpointing, class_token=False,
-              plan=plan_from_name(plan, depth), out_indices=[-1], out_norm=False)  # ViTDet layout
-    return build_detection_pipeline(task, vit)
-
-
-def _is_detection(model: str) -> bool:
-    return model.partition(":")[0] in DETECTION_PIPELINES
-
-
-def build_backbone(model: str, plan: str, patch_size: int = 16, tubelet_size: int = 2,
-                   grad_checkpointing: bool = False) -> nn.Module:
-    """A benchmark backbone (no cls token, so tokens = grid cells) with the named plan, or a whole
-    task model for pipeline names (``seg_uper:vit_base``, ``seg_linear:vit_base``,
-    ``det_mask_rcnn:vit_base``, ``det_faster_rcnn:…``, ``det_retinanet:…``)."""
-    if model.partition(":")[0] in PIPELINES:
-        return _pipeline(model, plan, patch_size, grad_checkpointing)
-    if _is_detection(model):
-        return _detection_pipeline(model, plan, patch_size, grad_checkpointing)
-    if model not in MODELS:
-        raise ValueError(f"unknown model {model!r}; choose from {sorted(MODELS)} or a pipeline "
-                         f"{sorted(PIPELINES) + sorted(DETECTION_PIPELINES)}:<backbone>")
-    cls, kwargs = MODELS[model]
-    kwargs = dict(kwargs, patch_size=patch_size, grad_checkpointing=grad_checkpointing)
-    depth = configured_depth(kwargs)
-    plan_obj = plan_from_name(plan, depth)
-    if cls is VideoViT:
-        return VideoViT(**kwargs, tubelet_size=tubelet_size, plan=plan_obj)
-    return ViT(**kwargs, class_token=False, plan=plan_obj, out_indices=[-1])
-
-
-def _input(model: nn.Module, size: InputSize, batch: int, device, dtype=torch.float32) -> torch.Tensor:
-    if isinstance(_vit(model), VideoViT):
-        if size.frames is None:
-            raise ValueError(f"video models need FxHxW sizes, got {size}")
-        return torch.randn(batch, 3, size.frames, size.height, size.width, device=device, dtype=dtype)
-    if size.frames is not None:
-        raise ValueError(f"image models need HxW sizes, got {size}")
-    return torch.randn(batch, 3, size.height, size.width, device=device, dtype=dtype)
-
-
-def _vit(model: nn.Module) -> nn.Module:
-    return getattr(model, "backbone", model)
-
-
-def _tokens(model: nn.Module, size: InputSize) -> int:
-    model = _vit(model)
-    if isinstance(model, VideoViT):
-        return model.num_tokens(size.frames, size.height, size.width)
-    return math.prod(model.grid_size(size.height, size.width))
 
 
 def _step_fn(model: nn.Module, x: torch.Tensor, s: BenchSettings) -> Callable[[], None]:
@@ -164,14 +76,14 @@ def _build_step(s: BenchSettings, plan: str, size: InputSize) -> Callable[[], No
     """Module-level (picklable) builder used to measure memory in a fresh process."""
     torch.set_num_threads(max(1, torch.get_num_threads()))
     model = build_backbone(s.model, plan, s.patch_size, s.tubelet_size, s.grad_checkpointing).to(s.device)
-    return _step_fn(model, _input(model, size, s.batch, s.device), s)
+    return _step_fn(model, bench_input(model, size, s.batch, s.device), s)
 
 
 def _count_real(model_name: str, plan: str, size: InputSize, s: BenchSettings) -> int:
     """FLOPs of one step on real tensors (detectors: their sampling and NMS are data dependent)."""
     torch.manual_seed(0)
     model = build_backbone(model_name, plan, s.patch_size, s.tubelet_size)
-    x = _input(model, size, s.batch, "cpu")
+    x = bench_input(model, size, s.batch, "cpu")
     if s.mode == "infer":
         model.eval()
         with torch.no_grad():
@@ -182,13 +94,13 @@ def _count_real(model_name: str, plan: str, size: InputSize, s: BenchSettings) -
 
 def count_backbone_flops(model_name: str, plan: str, size: InputSize, s: BenchSettings) -> int:
     """FLOPs of one step, counted on the meta device (no memory, exact shapes)."""
-    if _is_detection(model_name):
+    if is_detection_model(model_name):
         flops = _count_real(model_name, plan, size, s)
         model = build_backbone(model_name, plan, s.patch_size)
-        return flops + _hydra_extra(model_name, plan, size, s, _vit(model).attention_kinds, model)
+        return flops + _hydra_extra(model_name, plan, size, s, vit_of(model).attention_kinds, model)
     with torch.device("meta"):
         model = build_backbone(model_name, plan, s.patch_size, s.tubelet_size)
-        x = _input(model, size, s.batch, "meta")
+        x = bench_input(model, size, s.batch, "meta")
     if s.mode == "infer":
         model.eval()
         fn = lambda: model(x)  # noqa: E731
@@ -197,7 +109,7 @@ def count_backbone_flops(model_name: str, plan: str, size: InputSize, s: BenchSe
             out = model(x)
             outs = out if isinstance(out, (list, tuple)) else [out]
             sum(o.mean() for o in outs).backward()
-    return count_flops(fn) + _hydra_extra(model_name, plan, size, s, _vit(model).attention_kinds, model)
+    return count_flops(fn) + _hydra_extra(model_name, plan, size, s, vit_of(model).attention_kinds, model)
 
 
 def _hydra_extra(model_name: str, plan: str, size: InputSize, s: BenchSettings, kinds: list[str],
@@ -209,7 +121,7 @@ def _hydra_extra(model_name: str, plan: str, size: InputSize, s: BenchSettings, 
     if model is None:
         with torch.device("meta"):
             model = build_backbone(model_name, plan, s.patch_size, s.tubelet_size)
-    T, D = _tokens(model, size) * s.batch, _vit(model).embed_dim
+    T, D = token_count(model, size) * s.batch, vit_of(model).embed_dim
     return sum(hydra_flops_by_formula(T, D, n, kind) for kind, n in counts.items()) * (1 if s.mode == "infer" else 3)
 
 
@@ -225,7 +137,7 @@ def _build_all(s: BenchSettings, size: InputSize, notes: dict[str, str]) -> dict
     for plan in s.plans:
         try:
             model = build_backbone(s.model, plan, s.patch_size, s.tubelet_size, s.grad_checkpointing).to(s.device)
-            built[plan] = (model, _input(model, size, s.batch, s.device))
+            built[plan] = (model, bench_input(model, size, s.batch, s.device))
         except Exception as err:  # noqa: BLE001 - reported in the row
             if not _is_oom(err) and isinstance(err, ValueError):
                 raise
@@ -297,7 +209,7 @@ def bench_backbones(s: BenchSettings, progress: Optional[Callable[[str], None]] 
         notes: dict[str, str] = {}
         built = _build_all(s, size, notes)
         any_model = next(iter(built.values()))[0] if built else build_backbone(s.model, "none", s.patch_size, s.tubelet_size)
-        tokens, p = _tokens(any_model, size), s.patch_size
+        tokens, p = token_count(any_model, size), s.patch_size
         pad_note = (f"padded to {math.ceil(size.height / p) * p}x{math.ceil(size.width / p) * p}"
                     if size.height % p or size.width % p else "")
         fns = _runnable_steps(s, built, notes)
@@ -333,7 +245,7 @@ def attention_flop_shares(model: str, sizes: Iterable[InputSize], patch_size: in
         none = count_backbone_flops(model, "none", size, s)
         with torch.device("meta"):
             m = build_backbone(model, "none", patch_size)
-        T, D, depth = _tokens(m, size), m.embed_dim, len(m.blocks)
+        T, D, depth = token_count(m, size), m.embed_dim, len(m.blocks)
         hand = 4 * T * T * D * depth
         out.append(dict(backbone=model, height=size.height, width=size.width, frames=size.frames or "", tokens=T,
                         gflops_msa=msa / 1e9, gflops_attention=(msa - none) / 1e9,

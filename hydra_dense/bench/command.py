@@ -37,7 +37,8 @@ from hydra_dense.data.sources import cache_dir
 from ..attention import plan_from_name
 from ..tables import markdown_table, write_csv
 from .attention_op import OP_COLUMNS, bench_hydra_op
-from .backbone import MODELS, PIPELINES, ROW_COLUMNS, BenchSettings, attention_flop_shares, bench_backbones
+from .backbone import ROW_COLUMNS, BenchSettings, attention_flop_shares, bench_backbones
+from .models import MODELS, PIPELINES
 from .detection import DETECTION_PIPELINES
 from .input_sizes import parse_devices, parse_dtype, parse_size
 from .plots import plot_backbone_rows

@@ -23,7 +23,7 @@ from hydra_dense.tables import markdown_table, write_csv
 
 CHILD = r"""
 import json, sys, time, torch
-from hydra_dense.bench.backbone import build_backbone
+from hydra_dense.bench.models import build_backbone
 from hydra_dense.bench.memory import peak_memory_mb
 torch.manual_seed(0)
 m = build_backbone({model!r}, {plan!r}, {patch}, {tubelet}, grad_checkpointing={ckpt})

@@ -14,7 +14,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from .backbone import _tokens, build_backbone
+from .models import build_backbone, token_count
 from .input_sizes import InputSize
 from .timing import interleaved_medians
 
@@ -69,7 +69,7 @@ def bench_onnxruntime(model: str, plans: Sequence[str], sizes: Sequence[InputSiz
                 with torch.inference_mode():
                     want = module(x).numpy()
                 errors[plan] = float(np.abs(session.run(None, feed)[0] - want).max())
-                tokens[plan] = _tokens(module.backbone, size)
+                tokens[plan] = token_count(module.backbone, size)
 
                 def run_torch(m=module, x=x):
                     with torch.inference_mode():
