@@ -27,7 +27,10 @@ def test_aligned_recipe_runs_stage_two_from_stage_one_with_the_task_images(tmp_p
     monkeypatch.setenv("HYDRA_DENSE_CACHE", str(tmp_path / "cache"))
     commands = []
 
-    def fake_conversion(cmd, **_):
+    def fake_conversion(worker, **_):
+        from hydra_dense.convert.request import ConversionRequest
+
+        cmd = ConversionRequest.read(worker[-1]).cli_arguments()  # what the worker would run
         output = next(a.split("=", 1)[1] for a in cmd if a.startswith("--model.init_args.output="))
         stage2 = any(a.startswith("--model.init_args.student_init=") for a in cmd)
         torch.save({"hydra_dense": dict(converted_blocks=[0], steps=4, data="images", error_before=[0.8],
