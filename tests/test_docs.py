@@ -147,3 +147,20 @@ def test_readme_presence_msa_is_the_mean_of_its_three_gpu_seeds():
     assert len(scores) == 3
     shown = f"vs MSA {statistics.mean(scores):.1f} ± {statistics.stdev(scores):.1f} mIoU"
     assert shown in (ROOT / "README.md").read_text(), shown
+
+
+def test_development_md_names_only_paths_that_exist_and_every_package():
+    """docs/development.md's layers and file list stay true: every path it names exists, every
+    package of hydra_dense is in its layers, and each worker module it names runs as a module."""
+    import re
+
+    text = (ROOT / "docs" / "development.md").read_text()
+    named = set(re.findall(r"\b((?:hydra_dense|tools|configs|tests)/[\w/.-]*\w)", text))
+    missing = sorted(p for p in named if "<" not in p and not (ROOT / p).exists())
+    assert not missing, f"docs/development.md names paths that do not exist: {missing}"
+    packages = sorted(p.name for p in (ROOT / "hydra_dense").iterdir() if (p / "__init__.py").is_file())
+    layers = text.split("## ", 2)[1]
+    assert not [p for p in packages if f"{p}/" not in layers], f"packages missing from the layers: {packages}"
+    for module in re.findall(r"``(hydra_dense\.[\w.]+)``", text):
+        path = ROOT / (module.replace(".", "/") + ".py")
+        assert path.is_file() or (ROOT / module.replace(".", "/") / "__main__.py").is_file(), module
