@@ -1,9 +1,10 @@
 """One conversion as a job asks for it, typed, and the file a conversion worker reads it from."""
 from __future__ import annotations
 
-import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+
+from ..runtime.request_file import request_fields
 
 __all__ = ["ConversionRequest"]
 
@@ -41,8 +42,4 @@ class ConversionRequest:
 
     @classmethod
     def read(cls, path: Path) -> "ConversionRequest":
-        data = json.loads(Path(path).read_text())
-        unknown = sorted(set(data) - set(cls.__dataclass_fields__))
-        if unknown:
-            raise ValueError(f"{path}: not a conversion request (unknown keys {unknown})")
-        return cls(**data)
+        return cls(**request_fields(cls, path, "conversion request"))

@@ -2,10 +2,11 @@
 ``--from-run`` and the GPU track build for it, and what a comparison worker process reads."""
 from __future__ import annotations
 
-import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Optional
+
+from ..runtime.request_file import request_fields
 
 __all__ = ["ComparisonOptions"]
 
@@ -43,8 +44,5 @@ class ComparisonOptions:
     @classmethod
     def read(cls, path: Path) -> "ComparisonOptions":
         """The options a job wrote with :meth:`as_json` (a comparison worker's request file)."""
-        data = json.loads(Path(path).read_text())
-        unknown = sorted(set(data) - set(cls.__dataclass_fields__))
-        if unknown:
-            raise ValueError(f"{path}: not a comparison request (unknown keys {unknown})")
+        data = request_fields(cls, path, "comparison request")
         return cls(**dict(data, config=Path(data["config"]), out=Path(data["out"])))
