@@ -51,16 +51,25 @@ class NaNLossAt(L.Callback):
             self._saved = None
 
 
-class KillDuringSave(L.Callback):
-    """SIGKILL in the middle of writing the ``n``-th checkpoint: half of its bytes are on disk."""
+class _AtNthSave(L.Callback):
+    """Calls :meth:`strike` when the ``n``-th checkpoint is about to be written."""
 
     def __init__(self, n: int = 2) -> None:
         self.n, self.count = n, 0
 
     def on_save_checkpoint(self, trainer, pl_module, checkpoint) -> None:
         self.count += 1
-        if self.count != self.n:
-            return
+        if self.count == self.n:
+            self.strike()
+
+    def strike(self) -> None:
+        raise NotImplementedError
+
+
+class KillDuringSave(_AtNthSave):
+    """SIGKILL in the middle of writing the ``n``-th checkpoint: half of its bytes are on disk."""
+
+    def strike(self) -> None:
         real_save = torch.save
 
         def half_then_die(obj, f, *args, **kwargs):
@@ -76,17 +85,11 @@ class KillDuringSave(L.Callback):
         torch.save = half_then_die
 
 
-class DiskFullDuringSave(L.Callback):
+class DiskFullDuringSave(_AtNthSave):
     """The ``n``-th checkpoint meets a full disk half-way, as torch's zip writer reports one: a
     RuntimeError raised while handling ``OSError(ENOSPC)``; images written after it fail likewise."""
 
-    def __init__(self, n: int = 2) -> None:
-        self.n, self.count = n, 0
-
-    def on_save_checkpoint(self, trainer, pl_module, checkpoint) -> None:
-        self.count += 1
-        if self.count != self.n:
-            return
+    def strike(self) -> None:
         import errno
 
         from PIL import Image
