@@ -41,14 +41,14 @@ from lightning.fabric.utilities.exceptions import MisconfigurationException
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 
 from .backbones.config_files import BackboneFileError, backbone_files_in_args, check_backbone_file
-from .runtime import (AtomicCheckpointIO, DataReport, ModelIdentityCheckpoint, NonFiniteLossGuard,
-                      PeriodicLastCheckpoint, RNGStateCheckpoint, StepBoundaryRequeue, TrainingCurves,
-                      check_checkpoint_matches, find_resume_checkpoint, remove_stale_temporaries)
+from .checkpoints import (AtomicCheckpointIO, ModelIdentityCheckpoint, PeriodicLastCheckpoint, RNGStateCheckpoint,
+                          check_checkpoint_matches, find_resume_checkpoint, remove_stale_temporaries)
+from .runtime import DataReport, NonFiniteLossGuard, StepBoundaryRequeue, TrainingCurves
 from .runtime.config_check import ConfigFileError, check_config_file, config_files_in_args
-from .runtime.model_identity import settings_differing
+from .checkpoints.identity import settings_differing
 from .runtime.progress import silence_known_noise
 from .runtime.refusal import KNOWN_REFUSALS, plain_refusals
-from .runtime.resume import read_saved_settings
+from .checkpoints.resume import read_saved_settings
 
 SPECIAL_CKPT = ("best", "hpc", "registry")
 # what a run writes into its log folder before training starts (nothing a person would want kept)

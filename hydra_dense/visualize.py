@@ -29,7 +29,8 @@ import torch
 from PIL import Image
 
 from hydra_dense.attention.maps import attention_maps
-from hydra_dense.backbones import ViT, load_pretrained
+from hydra_dense.backbones import ViT
+from hydra_dense.checkpoints import load_pretrained
 from hydra_dense.cli import build_task
 from hydra_dense.drawing import colorize, draw_detections
 from hydra_dense.weights import DINOV2_VITS14_KWARGS, prepare_dinov2_vits14

@@ -167,3 +167,27 @@ def test_development_md_names_only_paths_that_exist_and_every_package():
     for module in re.findall(r"``(hydra_dense\.[\w.]+)``", text):
         path = ROOT / (module.replace(".", "/") + ".py")
         assert path.is_file() or (ROOT / module.replace(".", "/") / "__main__.py").is_file(), module
+
+
+def test_development_md_lists_every_command_with_the_module_it_runs():
+    """The Commands table: every script in tools/ and every console script in setup.cfg, each
+    running the module the table names."""
+    import configparser
+    import re
+
+    text = (ROOT / "docs" / "development.md").read_text()
+    rows = re.findall(r"^\| (`tools/\w+\.py`|–) \| (`[\w-]+`|–) \| `(hydra_dense/[\w/]+)\.py` \|$", text, re.M)
+    assert rows, "docs/development.md has no Commands table"
+    listed_tools = {tool.strip("`") for tool, _, _ in rows if tool != "–"}
+    assert listed_tools == {f"tools/{p.name}" for p in (ROOT / "tools").glob("*.py")}
+    cfg = configparser.ConfigParser()
+    cfg.read(ROOT / "setup.cfg")
+    scripts = dict(line.split(" = ") for line in cfg["options.entry_points"]["console_scripts"].split("\n") if line)
+    listed_scripts = {script.strip("`"): module for _, script, module in rows if script != "–"}
+    assert set(listed_scripts) == set(scripts)
+    for script, module in listed_scripts.items():
+        assert scripts[script].split(":")[0] == module.replace("/", "."), script
+    for tool, _, module in rows:
+        if tool != "–":
+            source = (ROOT / tool.strip("`")).read_text()
+            assert f"from {module.replace('/', '.')} import" in source, f"{tool} does not run {module}"

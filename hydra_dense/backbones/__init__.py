@@ -1,8 +1,7 @@
-"""Image and video ViT backbones with per-block attention plans, feature pyramids, checkpoints."""
-from .checkpoint import CheckpointError, LoadReport, load_pretrained, read_state_dict
+"""Image and video ViT backbones with per-block attention plans and feature pyramids (their weights
+are read by :mod:`hydra_dense.checkpoints`)."""
 from .pyramid import MultiLevelRescale, SimpleFeaturePyramid, ViTWithPyramid
 from .video_vit import VideoViT
 from .vit import VIT_SIZES, ViT
 
-__all__ = ["ViT", "VideoViT", "VIT_SIZES", "SimpleFeaturePyramid", "ViTWithPyramid", "MultiLevelRescale", "load_pretrained",
-           "read_state_dict", "LoadReport", "CheckpointError"]
+__all__ = ["ViT", "VideoViT", "VIT_SIZES", "SimpleFeaturePyramid", "ViTWithPyramid", "MultiLevelRescale"]

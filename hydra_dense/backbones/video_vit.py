@@ -18,7 +18,7 @@ from torch.utils.checkpoint import checkpoint
 
 from ..attention import AttentionPlan, BlockAttention, TokenLayout
 from .blocks import PlannedBackbone, PlannedBlock, apply_plan, attention_layer, swap_attention
-from .checkpoint import LoadReport, _split_prefix, read_state_dict
+from ..checkpoints.pretrained import LoadReport, _split_prefix, read_state_dict
 from .sizes import vit_dims
 from .vit import PlanLike
 

@@ -16,7 +16,7 @@ from torch.utils.checkpoint import checkpoint
 
 from ..attention import AttentionPlan, MSAttention, TokenLayout
 from .blocks import PlannedBackbone, apply_plan, planned_block_builder
-from .checkpoint import load_pretrained
+from ..checkpoints.pretrained import load_pretrained
 from .sizes import VIT_SIZES, vit_dims
 
 __all__ = ["ViT", "VIT_SIZES", "PlanLike"]

@@ -19,6 +19,7 @@ import torch
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from ..data import demo_instances, demo_segmentation, demo_video
+from .. import cli
 from ..runtime.shipped import job_command, job_environment, shipped_file
 from ..tables import markdown_table
 from .backbone import BenchSettings, bench_backbones
@@ -107,7 +108,7 @@ def train_smoke(task: str, workdir: Path, cuda: bool, steps: int, overrides: tup
     prepare(data)
     shutil.rmtree(run_dir, ignore_errors=True)  # never read back an earlier run's metrics
     cluster = "gpu_ddp" if cuda else "cpu_gloo"
-    cmd = job_command("cli", "fit", "--config", str(shipped_file(config, "the smoke task's config")),
+    cmd = job_command(cli, "fit", "--config", str(shipped_file(config, "the smoke task's config")),
            "--config", str(shipped_file(f"configs/cluster/{cluster}.yaml", "the cluster config")), "--trainer.devices=1",
            f"--trainer.max_steps={steps}", f"--trainer.val_check_interval={steps}",
            "--trainer.limit_val_batches=2", "--trainer.enable_progress_bar=false", "--trainer.log_every_n_steps=1",

@@ -31,6 +31,7 @@ from torch import nn
 
 from ..data.embedded import prepare_embedded_data
 from ..runtime.atomic_file import atomic_write_text
+from .. import cli
 from ..runtime.shipped import job_command, job_environment, shipped_file
 from ..tables import markdown_table, write_csv
 
@@ -93,7 +94,7 @@ def _run_one(config: str, procs: int, cluster: str, steps: int, warmup: int, ove
         out = Path(tmp) / "clock.json"
         clock = json.dumps({"class_path": "hydra_dense.bench.throughput.TrainClock",
                             "init_args": {"skip": warmup, "out": str(out)}})
-        cmd = job_command("cli", "fit", "--config", config,
+        cmd = job_command(cli, "fit", "--config", config,
                "--config", str(shipped_file(f"configs/cluster/{cluster}.yaml", "the cluster config")),
                f"--trainer.devices={procs}", f"--trainer.max_steps={steps + warmup}",
                "--trainer.limit_val_batches=0", "--trainer.num_sanity_val_steps=0", "--trainer.logger=false",

@@ -20,7 +20,7 @@ are 448x448 (1,024 tokens), where most digits lie far from the cue. ADE20K layou
                                             would lie)
 
 which splits the score into pixels near the cue and far from it
-(:func:`hydra_dense.compare.near_far.near_far_scores`).
+(:func:`hydra_dense.comparison.near_far.near_far_scores`).
 
     python -m hydra_dense.data.demo_context --track presence [--root PATH]
 """

@@ -82,13 +82,13 @@ def collate_unlabeled(batch):
 
 
 class UnlabeledImageDataModule(SplitDataModule):
-    """Unlabeled images for :class:`~hydra_dense.convert.ConversionTask`.
+    """Unlabeled images for :class:`~hydra_dense.conversion.ConversionTask`.
 
     Args:
         root: folder(s) searched recursively for images (any size).
         val_root: held-out folder(s); without it, every ``val_every``-th image of ``root`` is held out.
         train_files: image files to train on, instead of or besides ``root`` (a caller's list: the
-            training split of a task, see :class:`~hydra_dense.convert.ConversionImages`);
+            training split of a task, see :class:`~hydra_dense.conversion.ConversionImages`);
             validation images come from ``val_root`` or are held out.
         crop_size: side of the square crops (sets the token count: ``(crop_size / patch)^2``).
         scale_range: area fraction of the image a crop covers before resizing (RandomResizedCrop).

@@ -23,7 +23,7 @@ from jsonargparse import ArgumentParser
 from ..cli import parse_config
 from ..runtime.atomic_file import atomic_write_text
 from ..runtime.refusal import plain_refusals
-from ..runtime.resume import check_checkpoint_matches
+from ..checkpoints.resume import check_checkpoint_matches
 from .onnx import example_inputs, export_onnx, export_wrapper, onnx_parity
 
 

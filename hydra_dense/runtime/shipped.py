@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import sys
+from types import ModuleType
 from pathlib import Path
 from typing import Optional
 
@@ -56,6 +57,7 @@ def job_environment() -> dict:
     return env
 
 
-def job_command(module: str, *args: str) -> list[str]:
-    """``python -m hydra_dense.<module> args...`` with this interpreter."""
-    return [sys.executable, "-m", f"hydra_dense.{module}", *args]
+def job_command(module: ModuleType, *args: str) -> list[str]:
+    """``python -m <module> args...`` with this interpreter: the caller imports the module it starts,
+    so the process edge shows in the import graph."""
+    return [sys.executable, "-m", module.__name__, *args]

@@ -21,7 +21,7 @@ import torch
 from torch import nn
 
 from ..attention import AttentionPlan
-from ..backbones.checkpoint import load_pretrained, read_state_dict
+from ..checkpoints.pretrained import load_pretrained, read_state_dict
 
 __all__ = ["FeatureDistillation"]
 

@@ -7,8 +7,9 @@ import yaml
 from jsonargparse import ArgumentParser
 
 from hydra_dense.attention import AttentionPlan, HydraAttention, TokenLayout, build_attention
-from hydra_dense.backbones import ViT, VideoViT, load_pretrained
-from hydra_dense.backbones.checkpoint import CheckpointError
+from hydra_dense.backbones import ViT, VideoViT
+from hydra_dense.checkpoints import load_pretrained
+from hydra_dense.checkpoints.pretrained import CheckpointError
 from hydra_dense.attention.local_mixing import LocalMixing, parse_local
 from tests.helpers.mixing import assert_padding_invariant, randomise
 

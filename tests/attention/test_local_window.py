@@ -6,7 +6,8 @@ import pytest
 import torch
 
 from hydra_dense.attention import AttentionPlan, TokenLayout, build_attention, hydra_attention, plan_from_name, plan_names
-from hydra_dense.backbones import ViT, VideoViT, load_pretrained
+from hydra_dense.backbones import ViT, VideoViT
+from hydra_dense.checkpoints import load_pretrained
 from hydra_dense.attention.local_window import WindowSoftmaxBranch
 
 from tests.helpers.mixing import assert_padding_invariant

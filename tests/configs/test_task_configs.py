@@ -94,7 +94,7 @@ def test_the_video_conversion_config_instantiates(tiny_kinetics, tmp_path):
 
     from hydra_dense.backbones import VideoViT
     from hydra_dense.cli import main
-    from hydra_dense.convert import ConversionTask
+    from hydra_dense.conversion import ConversionTask
 
     teacher = VideoViT(None, embed_dim=192, depth=6, num_heads=3, patch_size=8, tubelet_size=2, num_frames=16,
                        img_size=56, plan="msa")
@@ -114,7 +114,7 @@ def test_the_task_images_conversion_config_instantiates(tmp_path):
 
     from hydra_dense.backbones import ViT
     from hydra_dense.cli import main
-    from hydra_dense.convert import ConversionTask
+    from hydra_dense.conversion import ConversionTask
 
     from tests.helpers.images import make_ade
 

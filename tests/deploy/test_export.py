@@ -15,7 +15,7 @@ import onnx  # noqa: E402
 
 from hydra_dense.attention import ops  # noqa: E402
 from hydra_dense.deploy.__main__ import main  # noqa: E402
-from hydra_dense.runtime import CheckpointMismatchError  # noqa: E402
+from hydra_dense.checkpoints import CheckpointMismatchError  # noqa: E402
 from tests.helpers.tiny_runs import write_config  # noqa: E402
 
 

@@ -3,7 +3,7 @@ import csv
 
 import yaml
 
-from hydra_dense.jobs.compare import main as compare_main
+from hydra_dense.comparison.command import main as compare_main
 
 from .images import make_ade
 

@@ -225,7 +225,7 @@ def test_comparison_job_takes_an_mm_config(mm, tmp_path):
     import csv
     import json
 
-    from hydra_dense.jobs.compare import main as compare_main
+    from hydra_dense.comparison.command import main as compare_main
     from tests.helpers.images import make_ade
     from tests.helpers.tiny_runs import ROOT
 

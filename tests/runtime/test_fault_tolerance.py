@@ -208,7 +208,7 @@ def test_cli_unknown_key_wrong_type_and_missing_root_fail_at_parse(seg_cfg, tmp_
 
 def test_cli_missing_or_mismatched_checkpoint_fails_before_training(seg_cfg, tmp_path, monkeypatch):
     from hydra_dense.cli import main
-    from hydra_dense.runtime import CheckpointMismatchError
+    from hydra_dense.checkpoints import CheckpointMismatchError
 
     monkeypatch.setattr(sys, "argv", ["train.py"])
     base = ["fit", "--config", str(seg_cfg), f"--trainer.default_root_dir={tmp_path / 'r'}"]

@@ -104,7 +104,7 @@ def test_an_empty_config_a_key_given_twice_and_a_tab_are_refused_naming_the_file
 def test_ctrl_c_stops_an_entry_point_in_one_line_saying_how_to_go_on(capsys, monkeypatch):
     """Ctrl-C on compare: no traceback, and the hint names what that command does next time (not a
     --ckpt_path flag it has not got)."""
-    from hydra_dense.jobs import compare
+    from hydra_dense.comparison import command as compare
 
     def interrupted(argv):
         raise KeyboardInterrupt

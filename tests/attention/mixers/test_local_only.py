@@ -10,7 +10,7 @@ import torch.nn.functional as F
 from hydra_dense.attention import TokenLayout, build_attention, plan_from_name
 from hydra_dense.attention.modules import GAIN_RATE
 from hydra_dense.backbones import ViT
-from hydra_dense.backbones.checkpoint import load_pretrained
+from hydra_dense.checkpoints.pretrained import load_pretrained
 
 
 def _q_k_v(attn, x):

@@ -1,0 +1,24 @@
+"""Each shipped demo's default rows, read from one table."""
+from hydra_dense.attention.plan_grammar import plan_from_name
+from hydra_dense.comparison.command import parse_args
+from hydra_dense.comparison.demo_defaults import CONTEXT_CONFIGS, CONTEXT_PLANS, DEMO_DEFAULTS
+
+
+def test_a_context_track_brings_every_row_that_says_who_carries_the_cue():
+    for config in CONTEXT_CONFIGS:
+        assert parse_args(["--config", config])[0].plans == CONTEXT_PLANS
+    rows = CONTEXT_PLANS.split(",")
+    # MSA, the recipe, its local branch alone, ViTDet with MSA / Hydra global blocks and without any
+    assert rows[0] == "msa" and {"hydra+mean+dwc7@converted", "local+dwc7@converted", "vitdet8_msa",
+                                 "vitdet8_hydra+mean", "vitdet8_windows"} <= set(rows)
+
+
+def test_the_windows_only_control_has_no_global_block():
+    assert plan_from_name("vitdet8_windows", 12).resolve(12) == ["window"] * 12
+    assert plan_from_name("vitdet8_msa", 12).resolve(12).count("window") == 8
+
+
+def test_every_demo_in_the_table_is_a_shipped_config():
+    from hydra_dense.runtime.shipped import find_shipped
+
+    assert all(find_shipped(config) is not None for config in DEMO_DEFAULTS)
