@@ -53,12 +53,12 @@ class ComparisonJob:
     def request(self, recipe: Recipe, index: int, start: RunStart) -> RunRequest:
         """The run of ``recipe`` with the ``index``-th seed."""
         o = self.options
-        # @distilled: the MSA weights the recipe was converted from teach during the fine-tune
-        distill = [f'--model.init_args.distill={{"teacher": "{self.start}"}}'] if recipe.start == "distilled" else []
         return RunRequest(
-            recipe=recipe.name, seed=o.seeds[index], config=str(o.config.resolve()), overrides=o.overrides + distill,
+            recipe=recipe.name, seed=o.seeds[index], config=str(o.config.resolve()), overrides=list(o.overrides),
             plan_name=recipe.plan_name, backbone_yaml=recipe.backbone_yaml, pretrained=self.weights,
-            converted=start.backbone, head_from=start.head, max_steps=o.max_steps, eval_sizes=o.eval_sizes,
+            converted=start.backbone, head_from=start.head,
+            # @distilled: the MSA weights the recipe was converted from teach during the fine-tune
+            distill_teacher=self.start if recipe.start == "distilled" else None, max_steps=o.max_steps, eval_sizes=o.eval_sizes,
             # every seed's weights when other sizes may be evaluated later, or a recipe starts from them
             save_weights=index == 0 or bool(o.eval_sizes) or (self.keep_all and recipe is self.recipes[0]))
 

@@ -24,7 +24,8 @@ class RunRequest:
     """One run: ``recipe`` (its name) with ``seed``, the task ``config`` and its CLI ``overrides``,
     the backbone's plan (``plan_name``) or file (``backbone_yaml``), and where its weights start:
     ``pretrained`` (MSA image weights), ``converted`` (a converted backbone checkpoint) and
-    ``head_from`` (task weights whose head it loads). ``max_steps`` 0 keeps the config's.
+    ``head_from`` (task weights whose head it loads); ``distill_teacher``: MSA weights that teach
+    while it fine-tunes (``@distilled``). ``max_steps`` 0 keeps the config's.
     ``eval_sizes``: other validation sizes to score it at; ``save_weights``: keep its final weights.
     """
 
@@ -37,16 +38,19 @@ class RunRequest:
     pretrained: Optional[str] = None
     converted: Optional[str] = None
     head_from: Optional[str] = None
+    distill_teacher: Optional[str] = None
     max_steps: Optional[int] = 0
     eval_sizes: list[int] = field(default_factory=list)
     save_weights: bool = False
     key: Optional[str] = None
 
     def as_json(self) -> dict:
-        """The ``request.json`` mapping (``head_from`` only when set, as runs have always written it)."""
+        """The ``request.json`` mapping (``head_from`` and ``distill_teacher`` only when set, so a run
+        without them keeps the key it has always had)."""
         out = asdict(self)
-        if out["head_from"] is None:
-            out.pop("head_from")
+        for optional in ("head_from", "distill_teacher"):
+            if out[optional] is None:
+                out.pop(optional)
         return out
 
     @classmethod
@@ -69,12 +73,14 @@ class RunRequest:
 
     def cli_overrides(self, uses_pretrained: bool) -> list[str]:
         """The LightningCLI overrides of the run: the user's, the seed, the backbone file, the start
-        weights (``uses_pretrained``: the task config takes image weights), the steps."""
+        weights (``uses_pretrained``: the task config takes image weights), the teacher, the steps."""
         out = list(self.overrides) + [f"--seed_everything={self.seed}"]
         if self.backbone_yaml:
             out.append(f"--model.init_args.backbone={self.backbone_yaml}")
         if self.pretrained and not self.converted and uses_pretrained:
             out.append(f"--model.init_args.backbone.init_args.pretrained={self.pretrained}")
+        if self.distill_teacher:
+            out.append(f"--model.init_args.distill={json.dumps({'teacher': self.distill_teacher})}")
         if self.max_steps:
             out.append(f"--trainer.max_steps={self.max_steps}")
         return out
