@@ -34,6 +34,7 @@ from ..runtime.atomic_file import atomic_write_text
 from .. import cli
 from ..runtime.shipped import job_command, job_environment, shipped_file
 from ..tables import markdown_table, write_csv
+from .throughput import TrainClock
 
 __all__ = ["measure_scaling", "allreduce_seconds", "model_from_config", "comm_cost_rows", "BUSBW_SOURCES", "main"]
 
@@ -92,7 +93,7 @@ def _run_one(config: str, procs: int, cluster: str, steps: int, warmup: int, ove
              threads: int, timeout: float) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "clock.json"
-        clock = json.dumps({"class_path": "hydra_dense.bench.throughput.TrainClock",
+        clock = json.dumps({"class_path": f"{TrainClock.__module__}.{TrainClock.__qualname__}",
                             "init_args": {"skip": warmup, "out": str(out)}})
         cmd = job_command(cli, "fit", "--config", config,
                "--config", str(shipped_file(f"configs/cluster/{cluster}.yaml", "the cluster config")),
