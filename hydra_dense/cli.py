@@ -25,6 +25,7 @@ On top of Lightning's CLI, every run gets (see :mod:`hydra_dense.runtime`):
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import sys
 import time
@@ -35,7 +36,7 @@ from typing import Any, NamedTuple, Optional, Sequence, Union
 import lightning as L
 import torch
 import torch.distributed as dist
-from lightning.pytorch.cli import LightningCLI
+from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
 from lightning.pytorch.utilities import rank_zero_info
 from lightning.fabric.utilities.exceptions import MisconfigurationException
 from lightning.pytorch.utilities.exceptions import SIGTERMException
@@ -44,7 +45,7 @@ from .backbones.config_files import BackboneFileError, backbone_files_in_args, c
 from .checkpoints import (AtomicCheckpointIO, ModelIdentityCheckpoint, PeriodicLastCheckpoint, RNGStateCheckpoint,
                           check_checkpoint_matches, find_resume_checkpoint, remove_stale_temporaries)
 from .runtime import DataReport, NonFiniteLossGuard, StepBoundaryRequeue, TrainingCurves
-from .runtime.config_check import ConfigFileError, check_config_file, config_files_in_args
+from .runtime.config_check import ConfigFileError, check_config_file, config_files_in_args, setting_source
 from .checkpoints.identity import settings_differing
 from .runtime.progress import silence_known_noise
 from .runtime.refusal import KNOWN_REFUSALS, plain_refusals
@@ -54,6 +55,40 @@ SPECIAL_CKPT = ("best", "hpc", "registry")
 # what a run writes into its log folder before training starts (nothing a person would want kept)
 _LOG_ONLY = ("hparams.yaml", "metrics.csv", "config.yaml")
 _PROCESS_START = time.time()
+
+
+class _PlainErrorParser(LightningArgumentParser):
+    """A refused value is one line naming the config file that set it (``<file>: trainer.max_steps:
+    Expected a <class 'int'>. Got value: four``), under a one-line usage instead of every option
+    (``--help`` still lists them)."""
+
+    argv: tuple[str, ...] = ()
+
+    def format_usage(self) -> str:
+        return f"usage: {self.prog} [options]\n"
+
+    def error(self, message: str, ex: Optional[Exception] = None):
+        super().error(_plain_parse_error(message, self.argv), ex)
+
+
+def _plain_parse_error(message: str, argv: Sequence[str]) -> str:
+    """jsonargparse's ``Parser key "model": Does not validate against any of the Union subtypes ...
+    Problem with given class_path '...': lr: Expected ...`` as ``<where>: model.init_args.lr:
+    Expected ...``, where ``<where>`` is the config file or the ``--option`` that gave the value."""
+    match = re.match(r'Parser key "([\w.]+)":\s*(.*)', message, re.S)
+    if not match:
+        return message
+    key, problem = match.group(1), " ".join(match.group(2).split())
+    inner = re.search(r"Problem with given class_path '[\w.]+': ([\w.]+): (.*?)(?: - Expected a <class 'NoneType'>|$)",
+                      problem)
+    unknown = re.search(r"Problem with given class_path '([\w.]+)': Option '(\w+)' is not accepted", problem)
+    if inner:
+        key, problem = f"{key}.init_args.{inner.group(1)}", inner.group(2)
+    elif unknown:
+        key, problem = f"{key}.init_args.{unknown.group(2)}", f"{unknown.group(1)} takes no option {unknown.group(2)!r}"
+    where = setting_source(argv, key)
+    named = f"--{key}" if where == f"--{key}" else f"{where}: {key}" if where else key
+    return f"{named}: {problem}"
 
 
 class HydraDenseCLI(LightningCLI):
@@ -86,6 +121,8 @@ class HydraDenseCLI(LightningCLI):
         """Backbone YAML files are checked first: an error inside a nested backbone file would
         otherwise surface as jsonargparse's "Config file loop detected", naming nothing useful."""
         argv = list(args) if isinstance(args, (list, tuple)) else (sys.argv[1:] if args is None else [])
+        for each in [parser, *getattr(self, "_subcommand_parsers", {}).values()]:
+            each.argv = tuple(argv)
         for path in config_files_in_args(argv):
             try:
                 check_config_file(path)
@@ -263,6 +300,7 @@ def main(args: Optional[list[str]] = None, run: bool = True,
         run=run,
         auto_configure_optimizers=False,
         trainer_defaults={"callbacks": list(callbacks)} if callbacks else None,
+        parser_class=_PlainErrorParser,
     )
     if run:
         _close_process_group()

@@ -4,11 +4,11 @@ file, key and lines (the CLI's own message names neither file nor line's file)."
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Iterable
+from typing import Iterable, Optional, Sequence
 
 import yaml
 
-__all__ = ["ConfigFileError", "check_config_file", "config_files_in_args"]
+__all__ = ["ConfigFileError", "check_config_file", "config_files_in_args", "setting_source"]
 
 
 class ConfigFileError(ValueError):
@@ -71,3 +71,31 @@ def config_files_in_args(args: Iterable[str]) -> list[Path]:
         elif arg.startswith("--config="):
             found.append(Path(arg.split("=", 1)[1]))
     return found
+
+
+
+def setting_source(args: Sequence[str], key: str) -> Optional[str]:
+    """Where the value of the dotted ``key`` (``trainer.max_steps``) that a run reads comes from: the
+    last ``--config`` file in ``args`` whose YAML sets it, or ``--key`` itself where the command line
+    gives it later (later arguments win). None when neither sets it."""
+    args, source = list(args), None
+    for i, arg in enumerate(args):
+        if arg == f"--{key}" or arg.startswith(f"--{key}="):
+            source = f"--{key}"
+        elif arg in ("--config", "-c") and i + 1 < len(args) and _sets(Path(args[i + 1]), key):
+            source = args[i + 1]
+        elif arg.startswith("--config=") and _sets(Path(arg.split("=", 1)[1]), key):
+            source = arg.split("=", 1)[1]
+    return source
+
+
+def _sets(path: Path, key: str) -> bool:
+    try:
+        node = yaml.safe_load(path.expanduser().read_text())
+    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        return False
+    for part in key.split("."):
+        if not isinstance(node, dict) or part not in node:
+            return False
+        node = node[part]
+    return True
