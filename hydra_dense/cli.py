@@ -248,7 +248,15 @@ class HydraDenseCLI(LightningCLI):
     def before_fit(self) -> None:
         self._resolve_ckpt_path(self.subcommand)
 
-    before_validate = before_test = before_predict = before_fit
+    before_validate = before_test = before_fit
+
+    def before_predict(self) -> None:
+        self._resolve_ckpt_path("predict")
+        hparams = getattr(self.datamodule, "hparams", {})
+        if "predict_files" in hparams and not hparams["predict_files"]:
+            # from the command line a split's predictions would be computed and dropped: exit 0, nothing kept
+            raise ValueError("predict writes files only for the images or videos you name: give "
+                             "--data.init_args.predict_files=<folder, glob or file> (validate scores the split)")
 
 
 def _remove_if_empty(folder: Path, root: Path) -> None:

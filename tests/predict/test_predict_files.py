@@ -222,3 +222,12 @@ def test_a_second_predict_run_into_the_same_folder_never_mixes_with_the_first_an
     refused = train("predict", config, tmp_path / "r", f"--data.init_args.predict_files={first}")
     assert refused.returncode == 2 and "predict: no --ckpt_path" in refused.stderr
     assert "--allow_untrained=true" in refused.stderr
+
+
+def test_predict_without_files_is_refused_instead_of_keeping_nothing(tmp_path):
+    """Without ``predict_files`` the command line would predict the test split and drop the results:
+    exit 0 with nothing written. It is refused in one line, and no run folder is left."""
+    config = write_config("segmentation", tmp_path)
+    refused = train("predict", config, tmp_path / "run", "--allow_untrained=true")
+    assert refused.returncode == 2 and "--data.init_args.predict_files=" in refused.stderr.strip().splitlines()[-1]
+    assert not (tmp_path / "run").exists()
