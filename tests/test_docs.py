@@ -195,3 +195,16 @@ def test_development_md_lists_every_command_with_the_module_it_runs():
         if tool != "–":
             source = (ROOT / tool.strip("`")).read_text()
             assert f"from {module.replace('/', '.')} import" in source, f"{tool} does not run {module}"
+
+
+def test_every_module_that_runs_as_a_program_is_listed():
+    """A module with a ``__main__`` block is a command (the Commands table) or a ``python -m``
+    module (the table after it): nothing runs that docs/development.md does not list."""
+    import re
+
+    text = (ROOT / "docs" / "development.md").read_text()
+    listed = set(re.findall(r"^\|[^|\n]*\| (?:[^|\n]*\| )?`(hydra_dense/[\w/]+\.py)` \|", text, re.M))
+    listed |= set(re.findall(r"^\| `(hydra_dense/[\w/]+\.py)` \|", text, re.M))
+    runnable = {str(p.relative_to(ROOT)) for p in (ROOT / "hydra_dense").rglob("*.py")
+                if 'if __name__ == "__main__"' in p.read_text()}
+    assert runnable - listed == set(), f"runnable modules docs/development.md does not list: {runnable - listed}"

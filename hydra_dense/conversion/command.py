@@ -43,6 +43,3 @@ def main(argv: Optional[list[str]] = None) -> int:
 # ``python -m hydra_dense.conversion``: main, refusing plainly (runtime/refusal.py)
 entry = plain_refusals(main)
 
-
-if __name__ == "__main__":
-    sys.exit(entry())
