@@ -94,7 +94,7 @@ def test_distilled_recipe_fine_tunes_the_conversion_with_the_msa_weights_as_teac
                          "--convert-config", str(conv), "--convert-steps", "2", "--speed-size", "0",
                          "--speed-repeats", "2", "--out", str(out)]) == 0
     req = json.loads((out / "hydra+dwc3@distilled" / "seed0" / "request.json").read_text())
-    assert f'--model.init_args.distill={{"teacher": "{source}"}}' in req["overrides"] and req["converted"]
+    assert req["distill_teacher"] == str(source) and req["converted"]
     metrics = next((out / "hydra+dwc3@distilled" / "seed0").rglob("metrics.csv")).read_text()
     assert "train_distill" in metrics.splitlines()[0]
     with pytest.raises(ValueError, match="@distilled needs pretrained MSA image weights"):
