@@ -309,22 +309,21 @@ class ConversionTask(L.LightningModule):
         loader = self.trainer.datamodule.val_dataloader()
         return self._reduce(self.error_sums_over(loader, title, progress=self.trainer.is_global_zero))
 
+    def _measure_into(self, title: str, blocks: torch.Tensor, levels: torch.Tensor, final: torch.Tensor) -> None:
+        """The held-out errors (per block, per level, final tokens) copied into those buffers."""
+        errors = self.held_out_errors(title)
+        if errors is not None:
+            for buffer, value in zip((blocks, levels, final), self._split_errors(errors)):
+                buffer.copy_(value)
+
     def on_fit_start(self) -> None:
         if self.hparams.measure_before and torch.isnan(self.error_before).all():  # not on resume
-            errors = self.held_out_errors("measuring the held-out error before conversion")
-            if errors is not None:
-                blocks, levels, final = self._split_errors(errors)
-                self.error_before.copy_(blocks)
-                self.level_error_before.copy_(levels)
-                self.feature_error_before.copy_(final)
+            self._measure_into("measuring the held-out error before conversion", self.error_before,
+                               self.level_error_before, self.feature_error_before)
 
     def on_train_end(self) -> None:
-        errors = self.held_out_errors("measuring the held-out error after conversion")
-        if errors is not None:
-            blocks, levels, final = self._split_errors(errors)
-            self.error_after.copy_(blocks)
-            self.level_error_after.copy_(levels)
-            self.feature_error_after.copy_(final)
+        self._measure_into("measuring the held-out error after conversion", self.error_after, self.level_error_after,
+                           self.feature_error_after)
         if self.trainer.is_global_zero:
             out = Path(self.hparams.output).expanduser() if self.hparams.output else \
                 Path(self.trainer.log_dir or self.trainer.default_root_dir) / "converted.pth"
