@@ -48,7 +48,7 @@ from . import job
 from .job import conversion_arguments, run_comparison, task_depth
 from .options import ComparisonOptions
 
-__all__ = ["main", "entry", "GPU_TRACK_PLANS", "comparison_arguments", "track_options", "worker_options",
+__all__ = ["main", "entry", "GPU_TRACK_PLANS", "track_options", "worker_options",
            "controls_options", "track_runs", "ready_runs", "finished_score"]
 
 # MSA, the recommended all-Hydra recipe and its control: the same local branch without the global term
@@ -59,24 +59,30 @@ SEEDS = (0, 1, 2)
 START_FOLDER = Path.cwd()
 
 
-def comparison_arguments(dry_run: bool, out: str, extra: list[str], config: str = LARGE_DEMO_CONFIG,
-                         steps: int = 1000, seeds: tuple[int, ...] = SEEDS) -> list[str]:
-    """The comparison's command line: full scale (``steps``) on a GPU, or toy steps on the CPU."""
-    args = ["--config", config, "--plans", GPU_TRACK_PLANS, "--out", out]
-    if dry_run:
-        return args + ["--seeds", "0", "--max-steps", "2", "--convert-steps", "2", "--speed-size", "0",
-                       "--speed-repeats", "1", "--trainer.val_check_interval=2", "--trainer.limit_val_batches=2",
-                       "--data.init_args.limit_train=16", *extra]
-    return args + ["--seeds", ",".join(map(str, seeds)), "--max-steps", str(steps),
-                   f"--trainer.val_check_interval={max(1, steps // 2)}",
-                   "--trainer.precision=bf16-mixed", "--data.init_args.num_workers=4", *extra]
+# the LightningCLI settings the track adds to the user's: a toy on the CPU, or bf16 with more loaders on the GPU
+TOY_OVERRIDES = ("--trainer.val_check_interval=2", "--trainer.limit_val_batches=2", "--data.init_args.limit_train=16")
+GPU_OVERRIDES = ("--trainer.precision=bf16-mixed", "--data.init_args.num_workers=4")
+# the comparison's options the track sets itself (a user's would be overwritten, so they are refused)
+TRACK_SETS = ("--plans", "--seeds", "--seed", "--max-steps")
 
 
 def track_options(dry_run: bool, out: str, extra: list[str], config: str = LARGE_DEMO_CONFIG, steps: int = 1000,
                   seeds: tuple[int, ...] = SEEDS) -> ComparisonOptions:
-    """The track's comparison, parsed once by the comparison's own command line (``extra``: the
-    user's ``--key=value`` arguments); every worker and pass is built from it."""
-    return parse_args(comparison_arguments(dry_run, out, extra, config, steps, seeds))[0]
+    """The track's comparison: the user's command line (``--config``, ``--out`` and ``extra``, the
+    user's ``--key=value`` arguments, which come last and so win) parsed once by the comparison's own
+    parser, then the track's plans, seeds and schedule set on the typed options: full scale
+    (``steps``, bf16) on a GPU, or toy steps on the CPU. Every worker and pass is built from it."""
+    for option in TRACK_SETS:
+        if any(a == option or a.startswith(option + "=") for a in extra):
+            raise ValueError(f"{option}: the GPU track sets the comparison's plans, seeds and steps itself; give "
+                             f"--steps, --seeds or --controls to the track instead")
+    user = parse_args(["--config", config, "--out", out, *extra])[0]
+    if dry_run:
+        return replace(user, plans=GPU_TRACK_PLANS, seeds=[0], max_steps=2, convert_steps=2, speed_size="0",
+                       speed_repeats=1, overrides=[*TOY_OVERRIDES, *user.overrides])
+    every_half = f"--trainer.val_check_interval={max(1, steps // 2)}"
+    return replace(user, plans=GPU_TRACK_PLANS, seeds=list(seeds), max_steps=steps,
+                   overrides=[every_half, *GPU_OVERRIDES, *user.overrides])
 
 
 def worker_options(full: ComparisonOptions, plan: str, seed: int) -> ComparisonOptions:

@@ -3,15 +3,26 @@ minutes on 2 cores: run by hand, not in the suite)."""
 import json
 from dataclasses import asdict
 
-from hydra_dense.comparison.gpu_track import (GPU_TRACK_PLANS, comparison_arguments, finished_score, ready_runs,
+from hydra_dense.comparison.gpu_track import (GPU_TRACK_PLANS, finished_score, ready_runs,
                                         track_options, track_runs, worker_options)
 from hydra_dense.comparison.options import ComparisonOptions
 
 
-def test_the_full_scale_command_is_three_seeds_of_1000_steps_in_bf16():
-    args = comparison_arguments(False, "runs/x", [])
-    assert args[args.index("--seeds") + 1] == "0,1,2" and args[args.index("--max-steps") + 1] == "1000"
-    assert "--trainer.precision=bf16-mixed" in args and args[args.index("--plans") + 1] == GPU_TRACK_PLANS
+def test_the_full_scale_comparison_is_three_seeds_of_1000_steps_in_bf16_with_the_user_s_settings_last():
+    whole = track_options(False, "runs/x", ["--trainer.gradient_clip_val=1.0", "--speed-repeats", "3"])
+    assert (whole.seeds, whole.max_steps, whole.plans, whole.speed_repeats) == ([0, 1, 2], 1000, GPU_TRACK_PLANS, 3)
+    assert whole.overrides == ["--trainer.val_check_interval=500", "--trainer.precision=bf16-mixed",
+                               "--data.init_args.num_workers=4", "--trainer.gradient_clip_val=1.0"]
+    toy = track_options(True, "runs/x", [])
+    assert (toy.seeds, toy.max_steps, toy.convert_steps, toy.speed_size) == ([0], 2, 2, "0")
+
+
+def test_a_comparison_option_the_track_sets_itself_is_refused_rather_than_dropped():
+    import pytest
+
+    for extra in (["--plans", "msa"], ["--max-steps=5"], ["--seeds", "3"]):
+        with pytest.raises(ValueError, match=extra[0].split("=")[0] + ": the GPU track sets"):
+            track_options(False, "runs/x", extra)
 
 
 def test_a_worker_asks_for_its_run_exactly_as_the_last_pass_does(tmp_path):
