@@ -12,7 +12,6 @@ from hydra_dense.data.demo_instances import prepare as prepare_instances
 from hydra_dense.data.detection import DetectionDataModule
 from hydra_dense.tasks import DetectionTask
 from hydra_dense.tasks.coco_results import detections_to_coco, write_coco_results
-from tests.helpers.tiny_runs import ROOT
 
 
 def tiny_vit(plan="hydra", **kw):
@@ -183,24 +182,6 @@ def test_wrong_class_count_fails_before_training(digits, tmp_path):
                       str(digits), train_json="annotations/instances_train.json",
                       val_json="annotations/instances_val.json", train_images="train", val_images="val",
                       num_workers=0))
-
-
-def test_visualize_detections_tool(digits, tmp_path):
-    import subprocess
-    import sys
-
-    from PIL import Image
-
-    img = digits / "val" / "scene_00000.jpg"
-    proc = subprocess.run([sys.executable, str(ROOT / "tools" / "visualize.py"), "det", "--config",
-                           str(ROOT / "configs" / "detection" / "demo_digits_mask_rcnn.yaml"), "--images", str(img),
-                           "--score", "0", "--out", str(tmp_path), f"--data.init_args.root={digits}"],
-                          capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    out = tmp_path / "scene_00000_det.png"
-    panel = np.asarray(Image.open(out).convert("RGB")).astype(int)
-    assert panel.shape == (80, 160, 3)  # the image | the same image with its detections drawn over it
-    assert (panel[:, :80] != panel[:, 80:]).any(axis=-1).mean() > 0.01  # boxes drawn (score 0 keeps them all)
 
 
 def test_bf16_mixed_training_step(digits, tmp_path):
