@@ -106,5 +106,5 @@ def token_count(model: nn.Module, size: InputSize) -> int:
     """Grid tokens of one input of ``size`` (no prefix tokens: the benchmark models have none)."""
     model = vit_of(model)
     if isinstance(model, VideoViT):
-        return model.numtoken_count(size.frames, size.height, size.width)
+        return model.num_tokens(size.frames, size.height, size.width)
     return math.prod(model.grid_size(size.height, size.width))
