@@ -15,27 +15,64 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import torch
 
 from hydra_dense.bench.backbone import BenchSettings, count_backbone_flops
 from hydra_dense.bench.input_sizes import InputSize, parse_size
+from hydra_dense.bench.memory import peak_memory_mb
+from hydra_dense.bench.models import build_backbone
+from hydra_dense.runtime.request_file import request_fields
+from hydra_dense.runtime.shipped import job_command, job_environment
 from hydra_dense.tables import markdown_table, write_csv
 
-CHILD = r"""
-import json, sys, time, torch
-from hydra_dense.bench.models import build_backbone
-from hydra_dense.bench.memory import peak_memory_mb
-torch.manual_seed(0)
-m = build_backbone({model!r}, {plan!r}, {patch}, {tubelet}, grad_checkpointing={ckpt})
-x = torch.randn(1, 3, {frames}, {height}, {width})
-opt = torch.optim.AdamW(m.parameters(), lr=1e-6)
-def step():
-    m.train(); loss = m(x).float().square().mean(); loss.backward(); opt.step()
-t0 = time.perf_counter()
-peak = peak_memory_mb(step, torch.device("cpu"))
-dt = time.perf_counter() - t0
-print("RESULT " + json.dumps(dict(seconds=dt, peak_mem_mb=peak)))
-"""
+@dataclass(frozen=True)
+class ClipStep:
+    """One training step to time in a fresh process: the backbone (``model``, ``plan``, patch and
+    tubelet sizes, gradient checkpointing) and the clip (``frames`` x ``height`` x ``width``, batch 1)."""
+
+    model: str
+    plan: str
+    patch: int
+    tubelet: int
+    checkpointing: bool
+    frames: int
+    height: int
+    width: int
+
+    @classmethod
+    def read(cls, path: Path) -> "ClipStep":
+        return cls(**request_fields(cls, path, "long-clip step"))
+
+
+def time_one_step(step: ClipStep) -> dict:
+    """``{seconds, peak_mem_mb}`` of one forward, backward and AdamW step on a random clip."""
+    torch.manual_seed(0)
+    model = build_backbone(step.model, step.plan, step.patch, step.tubelet, grad_checkpointing=step.checkpointing)
+    clip = torch.randn(1, 3, step.frames, step.height, step.width)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-6)
+
+    def train_step() -> None:
+        model.train()
+        model(clip).float().square().mean().backward()
+        opt.step()
+
+    t0 = time.perf_counter()
+    peak = peak_memory_mb(train_step, torch.device("cpu"))
+    return dict(seconds=time.perf_counter() - t0, peak_mem_mb=peak)
+
+
+def _run_step(step: ClipStep, timeout: float) -> subprocess.CompletedProcess:
+    """:func:`time_one_step` in a fresh process (its peak memory is its own), reading ``step`` from a file."""
+    with tempfile.TemporaryDirectory() as tmp:
+        request = Path(tmp) / "step.json"
+        request.write_text(json.dumps(asdict(step)))
+        return subprocess.run(job_command(sys.modules[__name__], "--step", str(request)), capture_output=True,
+                              text=True, timeout=timeout, env=job_environment())
 
 
 def flops_of(model: str, plan: str, frames: int, h: int, w: int, patch: int, tubelet: int) -> float:
@@ -52,8 +89,12 @@ def main(argv=None) -> int:
     p.add_argument("--tubelet-size", type=int, default=2)
     p.add_argument("--no-checkpointing", action="store_true")
     p.add_argument("--timeout", type=float, default=600, help="seconds per step before giving up")
+    p.add_argument("--step", help=argparse.SUPPRESS)  # the child process: time the step in this file
     p.add_argument("--csv")
     args = p.parse_args(argv)
+    if args.step:
+        print("RESULT " + json.dumps(time_one_step(ClipStep.read(Path(args.step)))), flush=True)
+        return 0
     rows = []
     for clip in args.clips.split(","):
         size = parse_size(clip)
@@ -65,16 +106,14 @@ def main(argv=None) -> int:
                 (-(-size.width // args.patch_size))
             gflops = flops_of(args.model, plan, size.frames, size.height, size.width, args.patch_size,
                               args.tubelet_size) / 1e9
-            code = CHILD.format(model=args.model, plan=plan,
-                                patch=args.patch_size, tubelet=args.tubelet_size, ckpt=not args.no_checkpointing,
-                                frames=size.frames, height=size.height, width=size.width)
+            step = ClipStep(args.model, plan, args.patch_size, args.tubelet_size, not args.no_checkpointing,
+                            size.frames, size.height, size.width)
             print(f"{plan} {clip} ({tokens:,} tokens, {gflops / 1e3:.1f} TFLOP per step) ...", file=sys.stderr, flush=True)
             t0 = time.time()
             row = dict(model=args.model, attention=plan, clip=str(size), tokens=tokens, train_tflop=gflops / 1e3,
                        seconds=float("nan"), peak_mem_mb=float("nan"), status="")
             try:
-                proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                                      timeout=args.timeout, env=dict(os.environ))
+                proc = _run_step(step, args.timeout)
                 line = next((ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")), None)
                 if line:
                     row.update(json.loads(line[7:]))
@@ -96,3 +135,6 @@ def main(argv=None) -> int:
         write_csv(rows, args.csv)
     return 0
 
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -60,4 +60,5 @@ def job_environment() -> dict:
 def job_command(module: ModuleType, *args: str) -> list[str]:
     """``python -m <module> args...`` with this interpreter: the caller imports the module it starts,
     so the process edge shows in the import graph."""
-    return [sys.executable, "-m", module.__name__, *args]
+    spec = getattr(module, "__spec__", None)  # a module run as ``python -m`` is named __main__, its spec is not
+    return [sys.executable, "-m", spec.name if spec is not None else module.__name__, *args]
