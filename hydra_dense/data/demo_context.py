@@ -33,7 +33,7 @@ import numpy as np
 from PIL import Image
 
 from .demo_segmentation import background, paste_glyph, random_glyph
-from .sources import cache_dir, demo_parser, is_prepared, load_mnist_5k, mark_prepared
+from .sources import cache_dir, demo_parser, digit_pools, is_prepared, load_mnist_5k, mark_prepared
 
 __all__ = ["TRACKS", "Track", "CUE_SIDE", "PATCH", "prepare", "default_root", "scene", "distance_folder"]
 
@@ -117,9 +117,9 @@ def prepare(track: Track, root: Optional[str | Path] = None, seed: int = 0, forc
         return root
     digits, _ = load_mnist_5k()
     rng = np.random.default_rng(seed)
-    order = rng.permutation(len(digits))
-    splits = (("training", order[:4000], s["train_size"], s["train_objects"], s["n_train"]),
-              ("validation", order[4000:], s["val_size"], s["val_objects"], s["n_val"]))
+    train, val = digit_pools(rng, len(digits))
+    splits = (("training", train, s["train_size"], s["train_objects"], s["n_train"]),
+              ("validation", val, s["val_size"], s["val_objects"], s["n_val"]))
     for split, pool, size, objects, count in splits:
         folders = [root / "images" / split, root / "annotations" / split, distance_folder(root, split)]
         for folder in folders:

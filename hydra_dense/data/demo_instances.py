@@ -22,7 +22,7 @@ from PIL import Image
 from pycocotools import mask as mask_utils
 
 from .demo_segmentation import CLASSES, _scene
-from .sources import cache_dir, demo_parser, is_prepared, load_mnist_5k, mark_prepared
+from .sources import cache_dir, demo_parser, digit_pools, is_prepared, load_mnist_5k, mark_prepared
 
 __all__ = ["prepare", "default_root", "mask_to_rle"]
 
@@ -58,8 +58,7 @@ def prepare(root: Optional[str | Path] = None, n_train: int = 400, n_val: int = 
         return root
     digits, labels = load_mnist_5k()
     rng = np.random.default_rng(seed)
-    order = rng.permutation(len(digits))
-    pools = {"train": order[:4000], "val": order[4000:]}
+    pools = dict(zip(("train", "val"), digit_pools(rng, len(digits))))
     cats = [dict(id=k, name=CLASSES[k]) for k in range(1, len(CLASSES))]
     (root / "annotations").mkdir(parents=True, exist_ok=True)
     ann_id = 0

@@ -23,7 +23,7 @@ from typing import Optional
 import numpy as np
 from PIL import Image
 
-from .sources import cache_dir, demo_parser, is_prepared, load_mnist_5k, mark_prepared
+from .sources import cache_dir, demo_parser, digit_pools, is_prepared, load_mnist_5k, mark_prepared
 
 CLASSES = ["background"] + [f"digit_{d}" for d in range(10)]
 VERSION = 3
@@ -103,8 +103,7 @@ def prepare(root: Optional[str | Path] = None, n_train: int = 800, n_val: int = 
         return root
     digits, labels = load_mnist_5k()
     rng = np.random.default_rng(seed)
-    order = rng.permutation(len(digits))
-    pools = {"training": order[:4000], "validation": order[4000:]}
+    pools = dict(zip(("training", "validation"), digit_pools(rng, len(digits))))
     for split, count in (("training", n_train), ("validation", n_val)):
         img_dir, ann_dir = root / "images" / split, root / "annotations" / split
         img_dir.mkdir(parents=True, exist_ok=True)

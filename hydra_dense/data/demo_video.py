@@ -19,7 +19,7 @@ import av
 import numpy as np
 from PIL import Image
 
-from .sources import cache_dir, demo_parser, is_prepared, load_mnist_5k, mark_prepared
+from .sources import cache_dir, demo_parser, digit_pools, is_prepared, load_mnist_5k, mark_prepared
 
 CLASSES = ["right", "left", "down", "up"]
 _DIRS = {"right": (0, 1), "left": (0, -1), "down": (1, 0), "up": (-1, 0)}
@@ -85,8 +85,8 @@ def prepare(root: Optional[str | Path] = None, n_train: int = 240, n_val: int = 
         return root
     digits, _ = load_mnist_5k()
     rng = np.random.default_rng(seed)
-    order = rng.permutation(len(digits))
-    pools = {"train": digits[order[:4000]], "val": digits[order[4000:]]}
+    train, val = digit_pools(rng, len(digits))
+    pools = {"train": digits[train], "val": digits[val]}
     for split, count in (("train", n_train), ("val", n_val)):
         for i in range(count):
             direction = CLASSES[i % len(CLASSES)]

@@ -70,6 +70,13 @@ def load_mnist_5k() -> tuple[np.ndarray, np.ndarray]:
     return images, data[:, -1]
 
 
+def digit_pools(rng: np.random.Generator, count: int = 5000) -> tuple[np.ndarray, np.ndarray]:
+    """The digits' indices shuffled by ``rng``: the first 4,000 for training scenes, the rest for
+    validation, so that no digit image is in both."""
+    order = rng.permutation(count)
+    return order[:4000], order[4000:]
+
+
 def demo_parser(doc: str, default_root: Path) -> argparse.ArgumentParser:
     """The command line of a demo-data preparer: ``--root`` (default ``default_root``), ``--force``."""
     p = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
