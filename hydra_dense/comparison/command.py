@@ -30,12 +30,13 @@ import argparse
 import shlex
 import sys
 from pathlib import Path
-from typing import Optional
+from typing import Optional, Sequence
 
 import yaml
 
 from ..conversion.cache import ALIGN_CONFIG, DEFAULT_CONVERT_CONFIG, TASK_CONVERT_CONFIG, VIDEO_CONVERT_CONFIG
 from ..bench.input_sizes import parse_size
+from ..data.demo_context import distance_folder
 from .recipes import recipe_names
 from ..runtime.class_path import names_subclass_of
 from ..runtime.progress import silence_known_noise
@@ -101,9 +102,12 @@ def _integers(p: argparse.ArgumentParser, option: str, value: str) -> list[int]:
     return [int(s) for s in str(value).split(",") if s.strip()]
 
 
-def _default_plans(config: str, backbones: Optional[str], pretrained: str) -> tuple[str, Optional[str]]:
+def _default_plans(config: str, backbones: Optional[str], pretrained: str,
+                   overrides: Sequence[str] = ()) -> tuple[str, Optional[str]]:
     """The recipes (and conversion config) a config gets when ``--plans`` is not given: each demo's
-    own (:data:`~hydra_dense.comparison.demo_defaults.DEMO_DEFAULTS`), ``DEFAULT_PLANS`` elsewhere."""
+    own (:data:`~hydra_dense.comparison.demo_defaults.DEMO_DEFAULTS`); a segmentation config on the
+    DINOv2 backbone gets the context tracks' rows when its data is a context set (it ships each
+    pixel's distance to its cue), the recipe and its control otherwise; ``DEFAULT_PLANS`` elsewhere."""
     demo = next((d for name, d in DEMO_DEFAULTS.items()
                  if (shipped := find_shipped(name)) is not None and Path(config).resolve() == shipped.resolve()), None)
     convert = demo.convert_config if demo else None
@@ -112,8 +116,24 @@ def _default_plans(config: str, backbones: Optional[str], pretrained: str) -> tu
     if demo is not None and (pretrained != "none" or not demo.pretrained_only):
         return demo.plans, convert
     if pretrained != "none" and _segments_on_the_dinov2_backbone(Path(config)):
-        return CONVERTIBLE_PLANS, convert
+        root = _data_root(Path(config), overrides)
+        is_context_set = root is not None and distance_folder(root).parent.is_dir()
+        return (CONTEXT_PLANS if is_context_set else CONVERTIBLE_PLANS), convert
     return DEFAULT_PLANS, convert
+
+
+def _data_root(config: Path, overrides: Sequence[str]) -> Optional[Path]:
+    """The data root a config's runs read (``--data.init_args.root=`` on the command line wins), or
+    None where the config gives none or cannot be read."""
+    given = [o.split("=", 1)[1] for o in overrides if o.startswith("--data.init_args.root=")]
+    if given:
+        return Path(given[-1]).expanduser()
+    try:
+        data = (yaml.safe_load(config.read_text()) or {}).get("data") or {}
+        root = (data.get("init_args") or {}).get("root")
+    except (OSError, yaml.YAMLError, AttributeError):
+        return None
+    return Path(root).expanduser() if isinstance(root, str) else None
 
 
 def _segments_on_the_dinov2_backbone(config: Path) -> bool:
@@ -161,7 +181,7 @@ def parse_args(argv: Optional[list[str]] = None) -> tuple[ComparisonOptions, boo
         except ValueError as err:
             p.error(f"--speed-size: {err}")
     config = find_shipped(args.config) or Path(args.config)
-    plans, convert = _default_plans(str(config), args.backbones, args.pretrained)
+    plans, convert = _default_plans(str(config), args.backbones, args.pretrained, overrides)
     options = ComparisonOptions(
         config=config, plans=args.plans or plans, backbones=args.backbones, pretrained=args.pretrained,
         max_steps=args.max_steps or 0, seeds=seeds, rerun=args.rerun, out=Path(args.out),

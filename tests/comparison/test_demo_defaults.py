@@ -22,3 +22,24 @@ def test_every_demo_in_the_table_is_a_shipped_config():
     from hydra_dense.runtime.shipped import find_shipped
 
     assert all(find_shipped(config) is not None for config in DEMO_DEFAULTS)
+
+
+def test_a_context_set_of_its_own_gets_the_context_rows_from_its_data(tmp_path):
+    """A user's (or a held-out) context config is no shipped demo: its data shipping each pixel's
+    distance to the cue is what makes it a context set, so it gets the rows that read the answer."""
+    import yaml
+
+    from hydra_dense.comparison.demo_defaults import CONVERTIBLE_PLANS
+    from hydra_dense.runtime.shipped import find_shipped
+
+    config = yaml.safe_load(find_shipped(CONTEXT_CONFIGS[0]).read_text())
+    config["model"]["init_args"]["backbone"] = str(find_shipped("configs/backbones/vit_s14_dinov2_msa.yaml"))
+    context, plain = tmp_path / "held_out_context", tmp_path / "plain_scenes"
+    (context / "cue_distance" / "validation").mkdir(parents=True)
+    plain.mkdir()
+    config["data"]["init_args"]["root"] = str(context)
+    own = tmp_path / "my_context.yaml"
+    own.write_text(yaml.safe_dump(config))
+    assert parse_args(["--config", str(own)])[0].plans == CONTEXT_PLANS
+    assert parse_args(["--config", str(own), f"--data.init_args.root={plain}"])[0].plans == CONVERTIBLE_PLANS
+    assert parse_args(["--config", str(own), "--pretrained", "none"])[0].plans != CONTEXT_PLANS
