@@ -180,6 +180,8 @@ def _validate_and_describe(req: RunRequest, run_dir: Path, model, dm, trainer, t
     zeroed, and split near / far from a context track's cue), count its FLOPs on one
     training input, save its weights when asked, and write ``result.json``."""
     metrics = trainer.validate(model, datamodule=dm, verbose=False)[0]
+    # read now: every evaluation below (other sizes, a path zeroed) validates again and leaves its own
+    per_class = model.per_class_table() if hasattr(model, "per_class_table") else ""
     key, key2 = _metric_keys(metrics)
     scores_at = scores_at_sizes(model, dm, trainer, req.eval_sizes, key) if key else {}
     zeroed = score_global_zeroed(model, dm, trainer, key) if key else float("nan")
@@ -199,8 +201,7 @@ def _validate_and_describe(req: RunRequest, run_dir: Path, model, dm, trainer, t
         near_far_per_class=split and {k: v for k, v in split.items() if k.endswith("per_class")}, **train,
         params_m=sum(p.numel() for p in model.parameters()) / 1e6, gflops_img=gflops,
         weights=weights or (str(ckpt) if ckpt.is_file() else ""),
-        per_class=(model.per_class_table() if hasattr(model, "per_class_table") else "")
-        + (near_far_table(class_names(model, model.hparams.num_classes, first=0), split) if split else ""),
+        per_class=per_class + (near_far_table(class_names(model, model.hparams.num_classes, first=0), split) if split else ""),
     )
     atomic_write_text(run_dir / "result.json", json.dumps(result, indent=1, default=float))
     return result
