@@ -117,7 +117,7 @@ def _default_plans(config: str, backbones: Optional[str], pretrained: str,
         return demo.plans, convert
     if pretrained != "none" and _segments_on_the_dinov2_backbone(Path(config)):
         root = _data_root(Path(config), overrides)
-        is_context_set = root is not None and distance_folder(root).parent.is_dir()
+        is_context_set = root is not None and distance_folder(root).is_dir()
         return (CONTEXT_PLANS if is_context_set else CONVERTIBLE_PLANS), convert
     return DEFAULT_PLANS, convert
 
@@ -128,22 +128,27 @@ def _data_root(config: Path, overrides: Sequence[str]) -> Optional[Path]:
     given = [o.split("=", 1)[1] for o in overrides if o.startswith("--data.init_args.root=")]
     if given:
         return Path(given[-1]).expanduser()
-    try:
-        data = (yaml.safe_load(config.read_text()) or {}).get("data") or {}
-        root = (data.get("init_args") or {}).get("root")
-    except (OSError, yaml.YAMLError, AttributeError):
-        return None
+    init = _section(config, "data").get("init_args")
+    root = init.get("root") if isinstance(init, dict) else None
     return Path(root).expanduser() if isinstance(root, str) else None
+
+
+def _section(config: Path, name: str) -> dict:
+    """One top-level mapping of a config file (``model``, ``data``); empty when the file cannot be
+    read or has none (the job names the file's fault later)."""
+    try:
+        section = (yaml.safe_load(config.read_text()) or {}).get(name) or {}
+    except (OSError, yaml.YAMLError, AttributeError):
+        return {}
+    return section if isinstance(section, dict) else {}
 
 
 def _segments_on_the_dinov2_backbone(config: Path) -> bool:
     """A segmentation config whose backbone file is the DINOv2 ViT-S/14 one (or a config that cannot
     be read: the job names its fault later)."""
-    try:
-        model = (yaml.safe_load(config.read_text()) or {}).get("model") or {}
-    except (OSError, yaml.YAMLError, AttributeError):
-        return False
-    backbone = (model.get("init_args") or {}).get("backbone") if isinstance(model, dict) else None
+    model = _section(config, "model")
+    init = model.get("init_args")
+    backbone = init.get("backbone") if isinstance(init, dict) else None
     return names_subclass_of(model.get("class_path"), SegmentationTask) and isinstance(backbone, str) \
         and Path(backbone).name == DINOV2_BACKBONE_FILE
 
