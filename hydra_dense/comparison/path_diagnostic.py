@@ -2,10 +2,14 @@
 term or its local branch set to zero, in every block at once and in one block at a time.
 
     python tools/hydra_paths.py --run runs/seg_aligned/hydra+mean+dwc7@aligned/seed0 [--per-block]
+        [--data-root <another validation set in the same layout and classes>]
 
-For each case: the validation score, and the relative change of the features the head reads
-(``||muted - intact|| / ||intact||`` at ``out_indices``, over the validation images). A path whose
-removal costs little carries little; one whose removal collapses the score carries the block.
+For each case: the validation score, each class's IoU (segmentation), and the relative change of the
+features the head reads (``||muted - intact|| / ||intact||`` at ``out_indices``, over the validation
+images). A path whose removal costs little carries little; one whose removal collapses the score
+carries the block. ``--data-root`` evaluates on other scenes, for example a context track's scenes at
+the size it was trained at, to tell a cue the model never learned from one it learned at the training
+token count and lost at a larger one. A model without Hydra / linear blocks (MSA) gets the intact row.
 """
 from __future__ import annotations
 
@@ -43,24 +47,31 @@ def _change(muted_feats: list[torch.Tensor], intact: list[torch.Tensor]) -> floa
     return (num / max(den, 1e-30)) ** 0.5
 
 
+def _per_class(model) -> list[float]:
+    """The last validation's IoU per class (%), empty for a task that keeps none."""
+    return [100 * v for v in (getattr(model, "last_per_class_iou", None) or [])]
+
+
 def path_table(model, dm, trainer, metric: str, per_block: bool, feature_batches: Optional[int] = 8) -> list[dict]:
-    """One row per case: ``case``, ``score`` (%), ``feature_change``."""
+    """One row per case: ``case``, ``score`` (%), ``per_class`` (IoU %, segmentation), ``feature_change``.
+    A model with no Hydra / linear block gets the intact row alone."""
     model.eval()
     dm.setup("validate")
     loader = dm.val_dataloader()
     blocks = linear_blocks(model.backbone)
-    if not blocks:
-        raise ValueError("the model has no Hydra / linear-attention block to take apart")
-    intact = _features(model, loader, feature_batches)
+    intact = _features(model, loader, feature_batches) if blocks else []
 
     def evaluate(case: str, chosen: Sequence[int], path: Optional[PathName]) -> dict:
         if path is None:
             score = trainer.validate(model, datamodule=dm, verbose=False)[0][metric]
-            return dict(case=case, score=100 * score, feature_change=0.0)
+            return dict(case=case, score=100 * score, per_class=_per_class(model), feature_change=0.0)
         with muted(model.backbone, chosen, path):
             score = trainer.validate(model, datamodule=dm, verbose=False)[0][metric]
             change = _change(_features(model, loader, feature_batches), intact)
-        return dict(case=case, score=100 * score, feature_change=change)
+        return dict(case=case, score=100 * score, per_class=_per_class(model), feature_change=change)
+
+    if not blocks:
+        return [evaluate("intact (no Hydra / linear block to take apart)", [], None)]
 
     has_local = any(model.backbone.blocks[i].attn.local is not None or model.backbone.blocks[i].attn.local_window
                     is not None for i in blocks)
@@ -79,8 +90,13 @@ def main(argv: Optional[list[str]] = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--run", required=True, help="a comparison run folder (request.json, result.json, final_weights.pt)")
     p.add_argument("--per-block", action="store_true", help="also each block alone (2 validations per block)")
-    p.add_argument("--out", default=None, help="Markdown table to write (default <run>/paths.md)")
+    p.add_argument("--data-root", default=None,
+                   help="validate on this folder instead of the run's own data (the same layout and classes)")
+    p.add_argument("--out", default=None,
+                   help="Markdown table to write (default <run>/paths.md; with --data-root <run>/paths_<its name>.md)")
     args = p.parse_args(argv)
+    if args.data_root is not None and not Path(args.data_root).expanduser().is_dir():
+        p.error(f"--data-root: {args.data_root} is not a folder")
     run = Path(args.run)
     for name in ("request.json", "result.json"):
         if not (run / name).is_file():
@@ -89,15 +105,24 @@ def main(argv: Optional[list[str]] = None) -> int:
     if not Path(result.get("weights") or "").is_file():
         p.error(f"--run: {run} saved no weights (final_weights.pt)")
     overrides = [o for o in request_overrides(req) if "pretrained=" not in o] + ["--trainer.enable_progress_bar=false"]
+    if args.data_root is not None:
+        overrides.append(f"--data.init_args.root={Path(args.data_root).expanduser().resolve()}")
     model, dm, trainer = build_run(Path(req.config), overrides, run / "paths", req.plan_name)
     model.load_state_dict(torch.load(result["weights"], map_location="cpu", weights_only=True))
     rows = path_table(model, dm, trainer, result["metric"], args.per_block)
-    lines = [f"What each path carries: {req.recipe} seed {req.seed} ({result['metric']}, validation split; "
+    classes = len(rows[0]["per_class"])
+    names = list(getattr(dm, "class_names", None) or [])
+    names = names if len(names) == classes else [f"class_{i}" for i in range(classes)]
+    split = f"{args.data_root}'s validation split" if args.data_root else "validation split"
+    lines = [f"What each path carries: {req.recipe} seed {req.seed} ({result['metric']}, {split}; "
              f"feature change = ||muted - intact|| / ||intact|| at the head's inputs)", "",
-             "| case | score | feature change |", "|---|---|---|"]
-    lines += [f"| {r['case']} | {r['score']:.1f} | {r['feature_change']:.3f} |" for r in rows]
+             "| case | score | " + "".join(f"{n} IoU | " for n in names) + "feature change |",
+             "|---|---|" + "---|" * classes + "---|"]
+    lines += [f"| {r['case']} | {r['score']:.1f} | " + "".join(f"{v:.1f} | " for v in r["per_class"])
+              + f"{r['feature_change']:.3f} |" for r in rows]
     text = "\n".join(lines) + "\n"
-    out = Path(args.out) if args.out else run / "paths.md"
+    default = f"paths_{Path(args.data_root).expanduser().resolve().name}.md" if args.data_root else "paths.md"
+    out = Path(args.out) if args.out else run / default
     atomic_write_text(out, text)
     print(text + f"written: {out}")
     return 0
