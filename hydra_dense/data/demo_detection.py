@@ -27,6 +27,7 @@ import numpy as np
 from PIL import Image
 
 from .detection_formats import read_voc
+from .files import pil_pixel_limit
 from .sources import cache_dir, demo_parser, is_prepared, mark_prepared, wheel_path
 
 __all__ = ["prepare", "default_root", "DEEPFOREST"]
@@ -72,13 +73,13 @@ def prepare(root: Optional[str | Path] = None, tile: int = 320, val_fraction: fl
         return root
     xmls = _extract(root / "raw")
     ann = read_voc(xmls)  # SOAP_061 labels Alive / Dead: every crown is one class, "tree", here
-    Image.MAX_IMAGE_PIXELS = None
     coco = {s: dict(images=[], annotations=[], categories=[dict(id=1, name="tree")]) for s in ("train", "val")}
     for split in coco:
         (root / split).mkdir(parents=True, exist_ok=True)
     for xml, rec in zip(xmls, ann.records):
         stem = xml.stem  # the XML may name the .tif original; the wheel's .png has the same pixels
-        img = np.asarray(Image.open(io.BytesIO(xml.with_suffix(".png").read_bytes())).convert("RGB"))
+        with pil_pixel_limit(None):  # the wheel's orthophotos are over PIL's default limit; no other reader's
+            img = np.asarray(Image.open(io.BytesIO(xml.with_suffix(".png").read_bytes())).convert("RGB"))
         H, W = img.shape[:2]
         assert (W, H) == (rec.width, rec.height), f"{xml}: size differs from its image"
         if stem in WHOLE:

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import glob
 import os
+from contextlib import contextmanager
 from pathlib import Path
-from typing import NamedTuple, Optional, Sequence, Union
+from typing import Iterator, NamedTuple, Optional, Sequence, Union
 
 import numpy as np
 import torch
@@ -20,7 +21,7 @@ from torch.utils.data import Dataset
 from .skipping import SkipPolicy
 
 __all__ = ["files_under", "IMAGE_EXTS", "IMAGE_MODES", "ImageModeError", "mode_problem", "read_image", "PredictInputs",
-           "find_predict_files", "ImageFiles", "Unreadable", "collate_image_files"]
+           "find_predict_files", "ImageFiles", "Unreadable", "collate_image_files", "pil_pixel_limit"]
 
 IMAGE_EXTS = (".jpg", ".jpeg", ".png", ".bmp", ".tif", ".tiff", ".webp")
 
@@ -120,10 +121,10 @@ class ImageFiles(SkipPolicy, Dataset):
         return len(self.files)
 
     def load(self, i: int) -> torch.Tensor:
-        if self.max_image_pixels:  # set here: a data-loader worker is a process of its own
-            Image.MAX_IMAGE_PIXELS = int(self.max_image_pixels)
+        limit = int(self.max_image_pixels) if self.max_image_pixels else Image.MAX_IMAGE_PIXELS
         try:
-            array = read_image(self.files[i])
+            with pil_pixel_limit(limit):
+                array = read_image(self.files[i])
         except Image.DecompressionBombError as err:
             raise OSError(f"image {self.files[i]} is larger than PIL reads by default ({err}); set "
                           f"data.init_args.max_image_pixels to read it") from err
@@ -164,6 +165,19 @@ def mode_problem(path, mode: str) -> Optional[str]:
     hint = " (32-bit float: scale it to 8 or 16 bits first)" if mode == "F" else ""
     return (f"image {path} has mode {mode}, not one the readers convert to RGB{hint}; accepted: "
             f"{', '.join(sorted(IMAGE_MODES))}")
+
+
+@contextmanager
+def pil_pixel_limit(limit: Optional[int]) -> Iterator[None]:
+    """PIL's decompression-bomb limit set to ``limit`` pixels (None: no limit) inside the block and
+    restored after it: the limit is one value for the whole process, and every other reader keeps
+    its protection."""
+    previous = Image.MAX_IMAGE_PIXELS
+    Image.MAX_IMAGE_PIXELS = limit
+    try:
+        yield
+    finally:
+        Image.MAX_IMAGE_PIXELS = previous
 
 
 def read_image(path, mode: Optional[str] = "RGB") -> np.ndarray:

@@ -227,8 +227,11 @@ def test_crop_drops_boxes_mostly_cut_off():
 def test_tree_tiles_split_by_area_without_leaks(tmp_path):
     from hydra_dense.data.demo_detection import prepare
 
+    limit = Image.MAX_IMAGE_PIXELS
     root = prepare(tmp_path / "trees", tile=320)
     assert prepare(tmp_path / "trees", tile=320) == root  # cached
+    # its orthophotos are read over PIL's limit, and the limit is back for every later reader
+    assert Image.MAX_IMAGE_PIXELS == limit is not None
     tiles = {}
     for split in ("train", "val"):
         data = json.loads((root / "annotations" / f"instances_{split}.json").read_text())

@@ -200,6 +200,7 @@ def test_an_image_over_pils_pixel_limit_is_named_with_the_option_that_reads_it(t
     assert isinstance(refused, Unreadable) and "max_image_pixels" in refused.reason
     image, index = ImageFiles([path], max_image_pixels=10_000)[0]
     assert image.shape == (3, 40, 60) and index == 0
+    assert Image.MAX_IMAGE_PIXELS == 500  # the option lifts the limit for its own files, not for the process
 
 
 def test_a_second_predict_run_into_the_same_folder_never_mixes_with_the_first_and_untrained_is_refused(tmp_path):
