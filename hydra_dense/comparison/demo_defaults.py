@@ -35,6 +35,7 @@ DETECTION_DEMO_CONFIG = "configs/detection/demo_digits.yaml"
 # token count (224 px at patch 16: 196 tokens)
 DETECTION_CONVERT_CONFIG = "configs/convert/dinov2_s16_det_224.yaml"
 CONTEXT_CONFIGS = ("configs/segmentation/demo_context_presence.yaml",
+                   "configs/segmentation/demo_context_presence_whole.yaml",
                    "configs/segmentation/demo_context_relation.yaml")
 
 

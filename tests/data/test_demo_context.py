@@ -79,3 +79,24 @@ def test_preparing_twice_does_nothing_and_the_classes_are_named(tracks):
     assert (root / "images" / "validation" / "scene_00000.jpg").stat().st_mtime_ns == before
     with pytest.raises(ValueError, match="unknown context track 'size'"):
         prepare("size", root)
+
+
+def test_whole_scene_training_draws_validation_size_scenes_and_copies_the_tracks_validation(tmp_path):
+    small = dict(training=dict(train_size=224, train_objects=(2, 4), n_train=4),  # WHOLE_TRAINING, small
+                 base_sizes=dict(train_size=168, val_size=224, train_objects=(1, 3), val_objects=(2, 4), n_train=2,
+                                 n_val=2))
+    root = demo_context.prepare_whole("presence", tmp_path / "whole", **small)
+    base = tmp_path / "whole_base"
+    for i in range(4):
+        assert _read(root, "image", "training", i).shape[:2] == (224, 224)
+        labels = set(np.unique(_read(root, "mask", "training", i)).tolist()) - {0}
+        assert labels == ({2} if i % 2 == 1 else {1}), (i, labels)
+    assert _read(base, "image", "training", 0).shape[:2] == (168, 168)
+    for kind in ("image", "mask", "distance"):
+        for i in range(2):
+            assert np.array_equal(_read(root, kind, "validation", i), _read(base, kind, "validation", i))
+    meta = json.loads((root / "classes.json").read_text())
+    assert (meta["train_size"], meta["n_train"], meta["validation"]) == (224, 4, "copied from whole_base")
+    stamp = (root / "classes.json").stat().st_mtime_ns
+    demo_context.prepare_whole("presence", tmp_path / "whole", **small)
+    assert (root / "classes.json").stat().st_mtime_ns == stamp  # prepared once
