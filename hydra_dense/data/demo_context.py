@@ -157,9 +157,8 @@ def prepare_whole(track: Track, root: Optional[str | Path] = None, seed: int = 0
     validation scenes copied, so that scores compare with the 224x224-trained track's. In a 448x448
     training scene most digits lie beyond a local mixer's reach of the cue, as at validation.
     ``training`` overrides :data:`WHOLE_TRAINING`; ``base_sizes`` the base track's :data:`SIZES`
-    (tests; the base track is then written beside ``root``, as ``<root>_base``)."""
-    if track not in TRACKS:
-        raise ValueError(f"unknown context track {track!r}; choose from {', '.join(TRACKS)}")
+    (tests; the base track is then written beside ``root``, as ``<root>_base``). An unknown ``track`` is
+    refused by :func:`prepare`, which writes the base track first."""
     whole = dict(WHOLE_TRAINING, **(training or {}))
     root = Path(root) if root else default_root(track).with_name(f"context_{track}_whole")
     base = prepare(track, root.with_name(root.name + "_base") if base_sizes else None, seed, **(base_sizes or {}))
