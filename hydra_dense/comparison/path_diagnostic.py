@@ -14,7 +14,6 @@ token count and lost at a larger one. A model without Hydra / linear blocks (MSA
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 from typing import Optional, Sequence
 
@@ -23,9 +22,7 @@ import torch
 from ..attention.muting import PathName, linear_blocks, muted
 from ..runtime.atomic_file import atomic_write_text
 from ..runtime.refusal import plain_refusals
-from .request import RunRequest
-from .run_setup import build_run
-from .worker import request_overrides
+from .saved_run import NotASavedRun, saved_run
 
 __all__ = ["path_table", "main", "entry"]
 
@@ -97,18 +94,12 @@ def main(argv: Optional[list[str]] = None) -> int:
     args = p.parse_args(argv)
     if args.data_root is not None and not Path(args.data_root).expanduser().is_dir():
         p.error(f"--data-root: {args.data_root} is not a folder")
+    extra = [f"--data.init_args.root={Path(args.data_root).expanduser().resolve()}"] if args.data_root else []
+    try:
+        req, result, model, dm, trainer = saved_run(Path(args.run), extra, "paths")
+    except NotASavedRun as err:
+        p.error(f"--run: {err}")
     run = Path(args.run)
-    for name in ("request.json", "result.json"):
-        if not (run / name).is_file():
-            p.error(f"--run: {run / name} does not exist (a finished tools/compare.py run folder)")
-    req, result = RunRequest.read(run / "request.json"), json.loads((run / "result.json").read_text())
-    if not Path(result.get("weights") or "").is_file():
-        p.error(f"--run: {run} saved no weights (final_weights.pt)")
-    overrides = [o for o in request_overrides(req) if "pretrained=" not in o] + ["--trainer.enable_progress_bar=false"]
-    if args.data_root is not None:
-        overrides.append(f"--data.init_args.root={Path(args.data_root).expanduser().resolve()}")
-    model, dm, trainer = build_run(Path(req.config), overrides, run / "paths", req.plan_name)
-    model.load_state_dict(torch.load(result["weights"], map_location="cpu", weights_only=True))
     rows = path_table(model, dm, trainer, result["metric"], args.per_block)
     classes = len(rows[0]["per_class"])
     names = list(getattr(dm, "class_names", None) or [])
