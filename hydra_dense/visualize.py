@@ -35,7 +35,7 @@ from hydra_dense.cli import build_task
 from hydra_dense.drawing import colorize, draw_detections
 from hydra_dense.weights import DINOV2_VITS14_KWARGS, prepare_dinov2_vits14
 
-from .data.normalisation import IMAGENET_MEAN, IMAGENET_STD
+from .data.normalisation import normalised_tensor
 
 
 def load_image(path: str, size: int | None) -> tuple[np.ndarray, torch.Tensor]:
@@ -46,9 +46,7 @@ def load_image(path: str, size: int | None) -> tuple[np.ndarray, torch.Tensor]:
     if size:
         img = img.resize((size, size), Image.BILINEAR)
     arr = np.array(img)
-    x = (torch.from_numpy(arr).permute(2, 0, 1).float() / 255 - torch.tensor(IMAGENET_MEAN)[:, None, None]) \
-        / torch.tensor(IMAGENET_STD)[:, None, None]
-    return arr, x
+    return arr, normalised_tensor(arr)
 
 
 def backbone_from(ckpt: str | None, plan: str):

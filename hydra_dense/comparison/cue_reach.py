@@ -20,13 +20,13 @@ from __future__ import annotations
 import argparse
 import math
 from pathlib import Path
-from typing import Optional
+from typing import Optional, Sequence
 
 import numpy as np
 import torch
 
 from ..data.demo_context import CUE_SIDE, PATCH, SIZES, scene
-from ..data.normalisation import IMAGENET_MEAN, IMAGENET_STD
+from ..data.normalisation import IMAGENET_MEAN, IMAGENET_STD, normalised_tensor
 from ..data.sources import digit_pools, load_mnist_5k
 from ..runtime.atomic_file import atomic_write_text
 from ..runtime.refusal import plain_refusals
@@ -68,22 +68,18 @@ def token_groups(labels: np.ndarray, distance: np.ndarray, patch: int = PATCH) -
     return tiles(labels).max(axis=(1, 3)) > 0, tiles(distance).min(axis=(1, 3)).astype(np.int64)
 
 
-def _to_tensor(image: np.ndarray) -> torch.Tensor:
-    """uint8 ``(H, W, 3)`` -> normalised ``(3, H, W)`` float, as the data module feeds the model."""
-    x = torch.from_numpy(image).permute(2, 0, 1).float() / 255
-    return (x - torch.tensor(IMAGENET_MEAN)[:, None, None]) / torch.tensor(IMAGENET_STD)[:, None, None]
-
-
 @torch.no_grad()
-def cue_reach(backbone: torch.nn.Module, pairs: list, batch: int = 4) -> list[dict]:
+def cue_reach(backbone: torch.nn.Module, pairs: list, batch: int = 4, mean: Sequence[float] = IMAGENET_MEAN,
+              std: Sequence[float] = IMAGENET_STD) -> list[dict]:
     """One row per block: ``block``, ``local_reach`` (tokens), and the relative change the cue makes
-    at digit tokens ``near``, ``far`` and ``beyond_local_reach`` (NaN where a group is empty)."""
+    at digit tokens ``near``, ``far`` and ``beyond_local_reach`` (NaN where a group is empty). Images
+    are normalised with ``mean`` / ``std``, as the run's data module did."""
     backbone.eval()
     depth = len(backbone.blocks)
     sums = {k: np.zeros((depth, 2)) for k in ("near", "far", "beyond_local_reach")}  # (diff², base²)
     for start in range(0, len(pairs), batch):
         chunk = pairs[start:start + batch]
-        images = torch.stack([_to_tensor(p[i]) for i in (0, 1) for p in chunk])
+        images = torch.stack([normalised_tensor(p[i], mean, std) for i in (0, 1) for p in chunk])
         outs, layout = backbone.forward_tokens(images)
         h, w = layout.grid
         for n, (_with, _without, labels, dist) in enumerate(chunk):
@@ -123,11 +119,13 @@ def main(argv: Optional[list[str]] = None) -> int:
     if args.size < CUE_SIDE + PATCH or args.size % PATCH:
         p.error(f"--size: {args.size} must be a multiple of {PATCH} and larger than the cue ({CUE_SIDE} px)")
     try:
-        req, _result, model, _dm, _trainer = saved_run(Path(args.run), work_dir="cue_reach")
+        req, _result, model, dm, _trainer = saved_run(Path(args.run), work_dir="cue_reach")
     except NotASavedRun as err:
         p.error(f"--run: {err}")
     run = Path(args.run)
-    rows = cue_reach(model.backbone, scene_pairs(args.scenes, args.size))
+    data = getattr(dm, "hparams", {})
+    rows = cue_reach(model.backbone, scene_pairs(args.scenes, args.size),
+                     mean=data.get("mean", IMAGENET_MEAN), std=data.get("std", IMAGENET_STD))
     text = _table(rows, f"How far the cue travels: {req.recipe} seed {req.seed}, {args.scenes} scene pairs of "
                         f"{args.size}x{args.size} (relative change of each block's digit tokens when the cue is added)")
     out = Path(args.out) if args.out else run / f"cue_reach_{args.size}.md"
