@@ -30,6 +30,8 @@ def saved_run(run: Path, extra_overrides: Sequence[str] = (), work_dir: str = "d
     req, result = RunRequest.read(run / "request.json"), json.loads((run / "result.json").read_text())
     if not Path(result.get("weights") or "").is_file():
         raise NotASavedRun(f"{run} saved no weights (final_weights.pt)")
+    if not Path(req.config).is_file():
+        raise NotASavedRun(f"{run / 'request.json'} names the config {req.config}, which no longer exists")
     overrides = [o for o in request_overrides(req) if "pretrained=" not in o]
     overrides += ["--trainer.enable_progress_bar=false", *extra_overrides]
     model, dm, trainer = build_run(Path(req.config), overrides, run / work_dir, req.plan_name)

@@ -1,6 +1,7 @@
 """tools/hydra_paths.py: a finished run evaluated intact and with each Hydra path zeroed, per class, on
 its own validation split or on another folder's."""
 import json
+import shutil
 
 import pytest
 
@@ -51,3 +52,15 @@ def test_a_data_root_that_is_not_a_folder_is_refused_by_name(runs, tmp_path, cap
     with pytest.raises(SystemExit):
         main(["--run", str(out / "msa" / "seed0"), "--data-root", str(tmp_path / "missing")])
     assert f"--data-root: {tmp_path / 'missing'} is not a folder" in capsys.readouterr().err
+
+
+def test_a_run_whose_config_has_moved_away_is_refused_naming_its_request(runs, tmp_path, capsys):
+    out, _, _ = runs
+    run = tmp_path / "copied_run"
+    shutil.copytree(out / "msa" / "seed0", run)
+    request = json.loads((run / "request.json").read_text())
+    request["config"] = str(tmp_path / "gone.yaml")
+    (run / "request.json").write_text(json.dumps(request))
+    with pytest.raises(SystemExit):
+        main(["--run", str(run)])
+    assert f"names the config {tmp_path / 'gone.yaml'}, which no longer exists" in capsys.readouterr().err
