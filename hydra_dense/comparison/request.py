@@ -8,7 +8,18 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import NamedTuple, Optional
 
+import yaml
+
 __all__ = ["RunRequest", "RunStart"]
+
+
+def _config_content(text: str) -> str:
+    """A config file's content as canonical text: its parsed YAML with sorted keys (the raw text when
+    it does not parse; the worker then names the fault)."""
+    try:
+        return "yaml:" + json.dumps(yaml.safe_load(text), sort_keys=True, default=str)
+    except yaml.YAMLError:
+        return text
 
 
 class RunStart(NamedTuple):
@@ -63,12 +74,20 @@ class RunRequest:
         return cls.from_json(json.loads(Path(path).read_text()))
 
     def identity(self) -> str:
-        """The run's key: what it was trained with, the config file's text included. What it is
+        """The run's key: what it was trained with, the config file's content included, as parsed
+        YAML (a comment, the layout or the order of its keys does not make another run). What it is
         evaluated on afterwards (``eval_sizes``) and whether its weights are kept do not make it
-        another run; a finished run of the same key is reused."""
+        another run either; a finished run of the same key is reused."""
+        return self._key(_config_content(Path(self.config).read_text()))
+
+    def is_key(self, key: Optional[str]) -> bool:
+        """Whether a stored run's ``key`` is this request's: :meth:`identity`, or the key made from the
+        config file's raw text, which runs kept on disk may carry (so they stay reusable)."""
+        return key is not None and key in (self.identity(), self._key(Path(self.config).read_text()))
+
+    def _key(self, config: str) -> str:
         ident = {k: v for k, v in self.as_json().items() if k != "eval_sizes"}
-        text = json.dumps(dict(ident, config=Path(self.config).read_text(), out=None, key=None, save_weights=None),
-                          sort_keys=True)
+        text = json.dumps(dict(ident, config=config, out=None, key=None, save_weights=None), sort_keys=True)
         return hashlib.sha1(text.encode()).hexdigest()[:16]
 
     def cli_overrides(self, uses_pretrained: bool) -> list[str]:

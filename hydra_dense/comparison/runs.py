@@ -27,7 +27,7 @@ def _same_request_was_started(req: RunRequest, run_dir: Path) -> bool:
     """Whether ``run_dir`` holds an unfinished attempt of exactly this request (a killed job)."""
     old = run_dir / "request.json"
     try:
-        return json.loads(old.read_text()).get("key") == req.key
+        return req.is_key(json.loads(old.read_text()).get("key"))
     except (OSError, json.JSONDecodeError, UnicodeDecodeError):
         return False
 
@@ -53,12 +53,12 @@ class RunClash(ValueError):
 
 
 def _request_difference(old: dict, new: dict) -> str:
-    """What differs between two run requests, as ``field: old -> new`` (the config's text when no
-    field does)."""
+    """What differs between two run requests, as ``field: old -> new`` (the config's parsed content
+    when no field does)."""
     skip = ("key", "save_weights", "eval_sizes")
     changed = [f"{k}: {old.get(k)!r} -> {new.get(k)!r}" for k in sorted(set(old) | set(new))
                if k not in skip and old.get(k) != new.get(k)]
-    return "; ".join(changed) or f"the text of {new.get('config')} changed"
+    return "; ".join(changed) or f"the content of {new.get('config')} changed"
 
 
 def read_finished(done: Path) -> Optional[dict]:
@@ -86,7 +86,7 @@ def _run_or_reuse(req: RunRequest, run_dir: Path, rerun: bool, progress: JobProg
     done = run_dir / "result.json"
     progress.start(req.recipe, req.seed)
     result = None if rerun else read_finished(done)
-    if result is not None and result.get("key") != req.key:
+    if result is not None and not req.is_key(result.get("key")):
         old = run_dir / "request.json"
         before = json.loads(old.read_text()) if old.is_file() else {}
         raise RunClash(f"{run_dir} holds a finished run of another request "

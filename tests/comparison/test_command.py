@@ -53,6 +53,31 @@ def test_a_second_request_into_the_same_folder_keeps_the_first_and_says_what_dif
     assert json.loads(first.read_text()) == json.loads(before)
 
 
+def test_a_comment_or_reordered_config_reuses_the_finished_run_and_another_value_is_refused(tmp_path):
+    import yaml
+
+    from hydra_dense.comparison.command import main as compare_main
+    from hydra_dense.comparison.runs import RunClash
+
+    config = compare_seg_config(tmp_path, steps=2)
+    task = tmp_path / "task.yaml"
+    args = ["--config", str(task), "--pretrained", "none", "--out", str(tmp_path / "out"), "--speed-size", "0",
+            "--plans", "msa", "--seeds", "0"]
+    task.write_text(yaml.safe_dump(config))
+    assert compare_main(args) == 0
+    done = tmp_path / "out" / "msa" / "seed0" / "result.json"
+    before = done.read_text()
+    task.write_text("# the same task, commented and in another key order\n" +
+                    yaml.safe_dump(dict(reversed(list(config.items()))), sort_keys=False))
+    assert compare_main(args) == 0
+    assert done.read_text() == before  # reused, not trained again
+    config["trainer"]["max_steps"] = 3
+    task.write_text(yaml.safe_dump(config))
+    with pytest.raises(RunClash, match=r"holds a finished run of another request \(the content of .*task.yaml changed\)"):
+        compare_main(args)
+    assert done.read_text() == before
+
+
 def test_repeated_seeds_and_a_file_as_out_are_refused(tmp_path):
     config = compare_seg_config(tmp_path, steps=2)
     with pytest.raises(ValueError, match=r"--seeds 0,0: seed 0 is listed twice"):
