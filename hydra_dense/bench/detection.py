@@ -12,9 +12,10 @@ from typing import Callable
 
 import torch
 from torch import nn
-from torch.utils.flop_counter import FlopCounterMode, register_flop_formula, sdpa_flop_count
+from torch.utils.flop_counter import register_flop_formula, sdpa_flop_count
 
 from ..tasks.detection import DetectionTask
+from .flops import flop_counter
 
 __all__ = ["DETECTION_PIPELINES", "DetectorStep", "build_detection_pipeline", "count_flops_real"]
 
@@ -99,6 +100,6 @@ def count_flops_real(fn: Callable[[], object]) -> int:
     """FLOPs of one call of ``fn`` on real tensors (matmuls, convolutions, attention; forward and
     backward if it runs it)."""
     _register_cpu_flash_formula()
-    with FlopCounterMode(display=False) as counter:
+    with flop_counter() as counter:
         fn()
     return int(counter.get_total_flops())

@@ -5,6 +5,7 @@ import sys
 
 import pytest
 import torch
+from torch import nn
 
 from hydra_dense.backbones import ViT
 from hydra_dense.bench.flops import count_flops
@@ -45,6 +46,20 @@ def test_backbone_rows_measure_peak_memory_in_a_fresh_process():
     small, large = (bench_backbones(BenchSettings(model="vit_micro", plans=["msa"], sizes=[InputSize(s, s)],
                                                   warmup=0, repeats=1))[0]["peak_mem_mb"] for s in (64, 512))
     assert 0 < small < large  # 16 vs 1,024 tokens: MSA's attention matrix alone grows 4,096x
+
+
+@pytest.mark.parametrize("groups", [1, 4, 16])
+def test_a_convolution_step_counts_three_forward_passes_of_multiply_adds_whatever_its_groups(groups):
+    """Forward, input gradient and weight gradient each multiply every (output position, weight
+    element) pair once: 2 * B * C_out * (C_in / groups) * k * k * H * W FLOPs apiece."""
+    B, C, H, W, k = 2, 16, 10, 12, 7
+    conv = nn.Conv2d(C, C, k, padding=k // 2, groups=groups, bias=False)
+    x = torch.randn(B, C, H, W, requires_grad=True)
+    one_pass = 2 * B * C * (C // groups) * k * k * H * W
+    assert count_flops(lambda: conv(x)) == one_pass
+    assert count_flops(lambda: conv(x).sum().backward()) == 3 * one_pass
+    frozen = torch.randn(B, C, H, W)  # no input gradient: the weight gradient only
+    assert count_flops(lambda: conv(frozen).sum().backward()) == 2 * one_pass
 
 
 def test_flop_count_matches_hand_count_for_a_tiny_vit():
