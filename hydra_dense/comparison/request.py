@@ -8,18 +8,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import NamedTuple, Optional
 
-import yaml
+from ..runtime.config_content import config_content
 
 __all__ = ["RunRequest", "RunStart"]
-
-
-def _config_content(text: str) -> str:
-    """A config file's content as canonical text: its parsed YAML with sorted keys (the raw text when
-    it does not parse; the worker then names the fault)."""
-    try:
-        return "yaml:" + json.dumps(yaml.safe_load(text), sort_keys=True, default=str)
-    except yaml.YAMLError:
-        return text
 
 
 class RunStart(NamedTuple):
@@ -78,7 +69,7 @@ class RunRequest:
         YAML (a comment, the layout or the order of its keys does not make another run). What it is
         evaluated on afterwards (``eval_sizes``) and whether its weights are kept do not make it
         another run either; a finished run of the same key is reused."""
-        return self._key(_config_content(Path(self.config).read_text()))
+        return self._key(config_content(Path(self.config).read_text()))
 
     def is_key(self, key: Optional[str]) -> bool:
         """Whether a stored run's ``key`` is this request's: :meth:`identity`, or the key made from the

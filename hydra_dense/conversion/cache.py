@@ -22,6 +22,7 @@ from ..data.embedded import prepare_embedded_data, string_values
 from ..data.sources import cache_dir
 from ..runtime.atomic_file import atomic_write_text
 from ..runtime.class_path import names_subclass_of
+from ..runtime.config_content import config_content
 from ..runtime.refusal import StepFailed
 from ..runtime.shipped import job_command, job_environment, shipped_file
 from . import worker as conversion_worker
@@ -105,12 +106,25 @@ def _conversion_backbone(backbone_cfg: dict, plan: dict) -> dict:
     return backbone
 
 
-def _conversion_key(source: str, backbone: dict, config_text: str, steps: int, extra: list[str]) -> str:
+def _conversion_keys(source: str, backbone: dict, config_text: str, steps: int, extra: list[str]) -> tuple[str, str]:
     """What identifies a conversion: the source weights' bytes, the backbone and plan, the config's
-    text, the steps, the extra arguments and the images it reads (names, sizes, times)."""
-    key_src = json.dumps(dict(source=_file_digest(Path(source)), backbone=backbone, config=config_text, steps=steps,
-                              extra=extra, data=_data_fingerprint(config_text, extra)), sort_keys=True)
-    return hashlib.sha1(key_src.encode()).hexdigest()[:16]
+    content (:func:`~hydra_dense.runtime.config_content.config_content`: not its comments, layout or
+    key order), the steps, the extra arguments and the images it reads (names, sizes, times). Returns
+    that key and the one made with the config's raw text instead, which caches on disk may carry."""
+    common = dict(source=_file_digest(Path(source)), backbone=backbone, steps=steps, extra=extra,
+                  data=_data_fingerprint(config_text, extra))
+
+    def key(config: str) -> str:
+        return hashlib.sha1(json.dumps(dict(common, config=config), sort_keys=True).encode()).hexdigest()[:16]
+
+    return key(config_content(config_text)), key(config_text)
+
+
+def _cache_folder(root: Path, keys: tuple[str, str]) -> Path:
+    """The conversion's folder under ``root``: its content key's, or the raw-text key's where only
+    that one exists (a cached or half-done conversion kept under it is reused or resumed)."""
+    by_content, by_text = (root / key for key in keys)
+    return by_text if by_text.is_dir() and not by_content.is_dir() else by_content
 
 
 def _run_conversion(backbone: dict, plan: dict, source: str, conv_cfg: Path, steps: int, extra: list[str],
@@ -165,7 +179,7 @@ def _conversion_info(ckpt: Path, minutes: float, cmd: list[str]) -> dict:
 def converted_checkpoint(backbone_cfg: dict, plan: dict, source: str, convert_config: str, steps: Optional[int],
                          extra: Optional[list[str]] = None, out_root: Optional[Path] = None) -> tuple[Path, dict]:
     """``(checkpoint, info)`` of ``source`` converted into ``backbone_cfg`` with ``plan``, run once per
-    key (:func:`_conversion_key`) and cached.
+    key (:func:`_conversion_keys`) and cached.
 
     ``steps``: None = the conversion config's ``trainer.max_steps``. ``info``: ``minutes`` (wall time
     of the conversion that made it), ``steps``, ``data`` (the images or clips it used),
@@ -182,7 +196,7 @@ def converted_checkpoint(backbone_cfg: dict, plan: dict, source: str, convert_co
     steps = steps or ((yaml.safe_load(text) or {}).get("trainer") or {}).get("max_steps")
     if not steps:
         raise ValueError(f"{conv_cfg}: no trainer.max_steps; give the conversion's steps (--convert-steps)")
-    folder = (out_root or cache_dir() / "converted") / _conversion_key(source, backbone, text, steps, extra)
+    folder = _cache_folder(out_root or cache_dir() / "converted", _conversion_keys(source, backbone, text, steps, extra))
     ckpt, info_path = folder / "converted.pth", folder / "conversion.json"
     if ckpt.is_file() and info_path.is_file():
         if _readable(ckpt):

@@ -55,10 +55,13 @@ def test_converted_recipe_runs_the_conversion_once_and_caches_it(tmp_path, monke
     assert torch.load(cached[0], weights_only=True) and cached[0].stat().st_mtime > stamps[0]
 
 
-def test_conversion_cache_key_is_taken_after_the_conversion_data_is_prepared(tmp_path, monkeypatch):
-    """On a fresh machine the default conversion's images do not exist until prepared: the first run's
-    checkpoint must be cached under the key every later run computes (a second call converts nothing)."""
+@pytest.fixture
+def fake_conversions(tmp_path, monkeypatch):
+    """converted_checkpoint with the conversion worker replaced by one that writes a checkpoint at
+    once, and natural images that exist only once prepared (as on a fresh machine). Returns the
+    cache module, the conversion config, its source weights, a backbone and the list of conversions run."""
     import subprocess
+    from types import SimpleNamespace
 
     import torch
 
@@ -71,7 +74,9 @@ def test_conversion_cache_key_is_taken_after_the_conversion_data_is_prepared(tmp
     def prepare(root=None):  # stands in for unpacking the image wheels; the conversion CLI calls it too
         for split in ("train", "val"):
             (images / split).mkdir(parents=True, exist_ok=True)
-            (images / split / "0.jpg").write_bytes(b"jpeg")
+            image = images / split / "0.jpg"
+            if not image.is_file():  # rewritten, its time would change the data fingerprint
+                image.write_bytes(b"jpeg")
         return images
 
     conversions = []
@@ -94,10 +99,55 @@ def test_conversion_cache_key_is_taken_after_the_conversion_data_is_prepared(tmp
     conv.write_text(yaml.safe_dump({"trainer": {"max_steps": 4}, "data": {"init_args": {
         "root": str(images / "train"), "val_root": str(images / "val")}}}))
     backbone = {"class_path": "hydra_dense.backbones.ViT", "init_args": {"size": "tiny"}}
-    first, info = conversion.converted_checkpoint(backbone, {"default": "hydra"}, str(source), str(conv), None)
-    assert not info["cached"] and len(conversions) == 1
-    again, info = conversion.converted_checkpoint(backbone, {"default": "hydra"}, str(source), str(conv), None)
-    assert info["cached"] and again == first and len(conversions) == 1
+    return SimpleNamespace(cache=conversion, config=conv, source=str(source), backbone=backbone, runs=conversions)
+
+
+def test_conversion_cache_key_is_taken_after_the_conversion_data_is_prepared(fake_conversions):
+    """On a fresh machine the default conversion's images do not exist until prepared: the first run's
+    checkpoint must be cached under the key every later run computes (a second call converts nothing)."""
+    f = fake_conversions
+    first, info = f.cache.converted_checkpoint(f.backbone, {"default": "hydra"}, f.source, str(f.config), None)
+    assert not info["cached"] and len(f.runs) == 1
+    again, info = f.cache.converted_checkpoint(f.backbone, {"default": "hydra"}, f.source, str(f.config), None)
+    assert info["cached"] and again == first and len(f.runs) == 1
+
+
+def test_a_conversion_is_reused_whatever_its_configs_comments_or_key_order_and_redone_for_a_new_value(
+        fake_conversions):
+    f = fake_conversions
+    convert = lambda: f.cache.converted_checkpoint(f.backbone, {"default": "hydra"}, f.source, str(f.config), None)  # noqa: E731
+    first, _ = convert()
+    config = yaml.safe_load(f.config.read_text())
+    f.config.write_text("# the same conversion, commented, keys in another order\n" +
+                        yaml.safe_dump(dict(reversed(list(config.items()))), sort_keys=False))
+    again, info = convert()
+    assert info["cached"] and again == first and len(f.runs) == 1
+    config["trainer"]["max_steps"] = 5
+    f.config.write_text(yaml.safe_dump(config))
+    other, info = convert()
+    assert not info["cached"] and other != first and len(f.runs) == 2
+
+
+def test_a_conversion_cached_under_its_configs_raw_text_key_is_reused(fake_conversions):
+    """Caches on disk may be keyed by the config's raw text: the first 16 hex digits of the sha1 of the
+    sorted JSON of source digest, backbone (with the plan), config text, steps, extra arguments and
+    data fingerprint. Such a folder is reused, not converted again."""
+    import hashlib
+    import json
+    import shutil
+
+    f = fake_conversions
+    plan = {"default": "hydra"}
+    first, _ = f.cache.converted_checkpoint(f.backbone, plan, f.source, str(f.config), None)
+    text = f.config.read_text()
+    stored = hashlib.sha1(json.dumps(dict(
+        source=hashlib.sha1(open(f.source, "rb").read()).hexdigest(),
+        backbone=f.cache._conversion_backbone(f.backbone, plan), config=text, steps=4, extra=[],
+        data=f.cache._data_fingerprint(text, [])), sort_keys=True).encode()).hexdigest()[:16]
+    assert stored != first.parent.name
+    shutil.move(first.parent, first.parent.with_name(stored))
+    kept, info = f.cache.converted_checkpoint(f.backbone, plan, f.source, str(f.config), None)
+    assert info["cached"] and kept.parent.name == stored and len(f.runs) == 1
 
 
 def test_converted_video_recipe_converts_the_comparisons_own_msa_run(tmp_path, monkeypatch):
