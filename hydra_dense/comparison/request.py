@@ -8,7 +8,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import NamedTuple, Optional
 
-from ..runtime.config_content import config_content
+from ..runtime.config_content import config_identities
 
 __all__ = ["RunRequest", "RunStart"]
 
@@ -69,17 +69,18 @@ class RunRequest:
         YAML (a comment, the layout or the order of its keys does not make another run). What it is
         evaluated on afterwards (``eval_sizes``) and whether its weights are kept do not make it
         another run either; a finished run of the same key is reused."""
-        return self._key(config_content(Path(self.config).read_text()))
+        return self._keys()[0]
 
     def is_key(self, key: Optional[str]) -> bool:
         """Whether a stored run's ``key`` is this request's: :meth:`identity`, or the key made from the
         config file's raw text, which runs kept on disk may carry (so they stay reusable)."""
-        return key is not None and key in (self.identity(), self._key(Path(self.config).read_text()))
+        return key is not None and key in self._keys()
 
-    def _key(self, config: str) -> str:
+    def _keys(self) -> tuple[str, ...]:
         ident = {k: v for k, v in self.as_json().items() if k != "eval_sizes"}
-        text = json.dumps(dict(ident, config=config, out=None, key=None, save_weights=None), sort_keys=True)
-        return hashlib.sha1(text.encode()).hexdigest()[:16]
+        return tuple(hashlib.sha1(json.dumps(dict(ident, config=config, out=None, key=None, save_weights=None),
+                                             sort_keys=True).encode()).hexdigest()[:16]
+                     for config in config_identities(Path(self.config).read_text()))
 
     def cli_overrides(self, uses_pretrained: bool) -> list[str]:
         """The LightningCLI overrides of the run: the user's, the seed, the backbone file, the start

@@ -22,7 +22,7 @@ from ..data.embedded import prepare_embedded_data, string_values
 from ..data.sources import cache_dir
 from ..runtime.atomic_file import atomic_write_text
 from ..runtime.class_path import names_subclass_of
-from ..runtime.config_content import config_content
+from ..runtime.config_content import config_identities
 from ..runtime.refusal import StepFailed
 from ..runtime.shipped import job_command, job_environment, shipped_file
 from . import worker as conversion_worker
@@ -108,8 +108,8 @@ def _conversion_backbone(backbone_cfg: dict, plan: dict) -> dict:
 
 def _conversion_keys(source: str, backbone: dict, config_text: str, steps: int, extra: list[str]) -> tuple[str, str]:
     """What identifies a conversion: the source weights' bytes, the backbone and plan, the config's
-    content (:func:`~hydra_dense.runtime.config_content.config_content`: not its comments, layout or
-    key order), the steps, the extra arguments and the images it reads (names, sizes, times). Returns
+    content (:func:`~hydra_dense.runtime.config_content.config_identities`: not its comments, layout
+    or key order), the steps, the extra arguments and the images it reads (names, sizes, times). Returns
     that key and the one made with the config's raw text instead, which caches on disk may carry."""
     common = dict(source=_file_digest(Path(source)), backbone=backbone, steps=steps, extra=extra,
                   data=_data_fingerprint(config_text, extra))
@@ -117,7 +117,8 @@ def _conversion_keys(source: str, backbone: dict, config_text: str, steps: int, 
     def key(config: str) -> str:
         return hashlib.sha1(json.dumps(dict(common, config=config), sort_keys=True).encode()).hexdigest()[:16]
 
-    return key(config_content(config_text)), key(config_text)
+    by_content, by_text = (key(config) for config in config_identities(config_text))
+    return by_content, by_text
 
 
 def _cache_folder(root: Path, keys: tuple[str, str]) -> Path:

@@ -5,7 +5,7 @@ import json
 
 import yaml
 
-__all__ = ["config_content"]
+__all__ = ["config_content", "config_identities"]
 
 
 def config_content(text: str) -> str:
@@ -16,3 +16,9 @@ def config_content(text: str) -> str:
         return "yaml:" + json.dumps(yaml.safe_load(text), sort_keys=True, default=str)
     except yaml.YAMLError:
         return text
+
+
+def config_identities(text: str) -> tuple[str, str]:
+    """What a config is identified by for reuse: its content (:func:`config_content`), then its raw
+    text, the form keys kept on disk may have been made from (so those stay valid)."""
+    return config_content(text), text
