@@ -3,6 +3,8 @@
 import pytest
 import torch
 from jsonargparse import ArgumentParser
+
+from hydra_dense.attention.plan_grammar import plan_from_name
 from tests.helpers.tiny_runs import ROOT
 
 CONFIGS = sorted((ROOT / "configs" / "backbones").glob("*.yaml"))
@@ -21,8 +23,12 @@ def test_backbone_yaml_instantiates(path):
         assert set(kinds) == {"hydra"}
     if "hybrid" in stem:
         assert kinds[-1] == "hydra" and kinds[0] == "msa"
-    if "window" in stem:
-        assert kinds.count("window") == 8 and kinds[2] == stem.rsplit("_", 1)[1]
+    if "window" in stem:  # ..._window<W>_<global attention>[_mean]
+        global_attention = stem.split("window")[1].split("_")[1]
+        assert kinds.count("window") == 8 and kinds[2] == global_attention
+        assert model.plan.token_mean == stem.endswith("_mean")
+        window = stem.split("window")[1].split("_")[0]
+        assert not window or model.plan.window_size == int(window)
     if stem.endswith("_hydra_mean_dwc7"):
         assert model.plan.block_labels(len(kinds)) == ["hydra+mean+dwc7"] * len(kinds)
     if stem.endswith("_local_dwc7"):
@@ -34,6 +40,16 @@ def test_every_backbone_config_is_named_for_the_plan_it_is_checked_against():
     unnamed = [p.name for p in CONFIGS if not (p.stem.endswith(("_msa", "_hydra", "_hydra_mean_dwc7", "_local_dwc7"))
                                                 or "hybrid" in p.stem or "window" in p.stem)]
     assert CONFIGS and not unnamed
+
+
+@pytest.mark.parametrize("stem, plan_name", [("vit_s14_dinov2_window8_msa", "vitdet8_msa"),
+                                             ("vit_s14_dinov2_window8_hydra_mean", "vitdet8_hydra+mean")])
+def test_the_context_tracks_vitdet_configs_ship_the_plans_the_comparison_measured(stem, plan_name):
+    """The README recommends these files for scene context: each must build what the context tracks ran."""
+    parser = ArgumentParser(exit_on_error=False)
+    parser.add_argument("--backbone", type=torch.nn.Module, sub_configs=True)
+    model = parser.instantiate(parser.parse_args(["--backbone", str(ROOT / "configs" / "backbones" / f"{stem}.yaml")])).backbone
+    assert model.plan == plan_from_name(plan_name, depth=12)
 
 
 def test_override_from_command_line():
