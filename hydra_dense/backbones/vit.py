@@ -21,7 +21,7 @@ from .sizes import VIT_SIZES, vit_dims
 
 __all__ = ["ViT", "VIT_SIZES", "PlanLike"]
 
-PlanLike = Union[AttentionPlan, str, list]
+PlanLike = Union[str, list, dict, AttentionPlan]
 
 
 class ViT(PlannedBackbone, VisionTransformer):

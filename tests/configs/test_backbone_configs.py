@@ -52,6 +52,19 @@ def test_the_context_tracks_vitdet_configs_ship_the_plans_the_comparison_measure
     assert model.plan == plan_from_name(plan_name, depth=12)
 
 
+@pytest.mark.parametrize("first, then, plan_name", [("vit_s14_dinov2_hydra_mean_dwc7", "vit_s14_dinov2_msa", "msa"),
+                                                    ("vit_s14_dinov2_hydra_mean_dwc7", "vit_s14_dinov2_window8_hydra_mean",
+                                                     "vitdet8_hydra+mean")])
+def test_a_backbone_file_given_over_another_replaces_its_whole_plan(first, then, plan_name):
+    """Swapping the backbone by one override (a task config names one file, the command line another):
+    no key of the first file's plan (its local branch, kv averaging) may survive into the second's."""
+    parser = ArgumentParser(exit_on_error=False)
+    parser.add_argument("--backbone", type=torch.nn.Module, sub_configs=True)
+    files = [str(ROOT / "configs" / "backbones" / f"{stem}.yaml") for stem in (first, then)]
+    model = parser.instantiate(parser.parse_args(["--backbone", files[0], "--backbone", files[1]])).backbone
+    assert model.plan == plan_from_name(plan_name, depth=12)
+
+
 def test_override_from_command_line():
     parser = ArgumentParser(exit_on_error=False)
     parser.add_argument("--backbone", type=torch.nn.Module, sub_configs=True)
