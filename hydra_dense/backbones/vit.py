@@ -21,6 +21,8 @@ from .sizes import VIT_SIZES, vit_dims
 
 __all__ = ["ViT", "VIT_SIZES", "PlanLike"]
 
+# a mapping before the dataclass: jsonargparse then replaces a plan given over another instead of
+# merging it key by key (a second backbone file would keep the first one's local branch)
 PlanLike = Union[str, list, dict, AttentionPlan]
 
 
