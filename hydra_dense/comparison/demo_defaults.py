@@ -20,8 +20,9 @@ DEFAULT_PLANS = "msa,hybrid2,hydra"
 DEMO_PLANS = DEFAULT_PLANS + ",hydra+mean+dwc7@converted"
 LARGE_DEMO_PLANS = "msa,hydra+mean+dwc7@converted,local+dwc7@converted,vitdet8_msa,vitdet8_hydra+mean"
 # the context tracks: every row that says who carries the cue (global Hydra term, MSA, ViTDet's global
-# blocks) beside the control that has no global path at all
-CONTEXT_PLANS = LARGE_DEMO_PLANS + ",vitdet8_windows"
+# blocks, those Hydra blocks converted from MSA: the one Hydra term that carried a cue) beside the
+# control that has no global path at all
+CONTEXT_PLANS = LARGE_DEMO_PLANS + ",vitdet8_hydra+mean@converted,vitdet8_windows"
 # any other segmentation config on the DINOv2 ViT-S/14 backbone: the recipe beside MSA and its control
 CONVERTIBLE_PLANS = "msa,hydra+mean+dwc7@converted,local+dwc7@converted"
 VIDEO_DEMO_PLANS = DEFAULT_PLANS + ",hydra@converted"

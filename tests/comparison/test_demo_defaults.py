@@ -8,9 +8,9 @@ def test_a_context_track_brings_every_row_that_says_who_carries_the_cue():
     for config in CONTEXT_CONFIGS:
         assert parse_args(["--config", config])[0].plans == CONTEXT_PLANS
     rows = CONTEXT_PLANS.split(",")
-    # MSA, the recipe, its local branch alone, ViTDet with MSA / Hydra global blocks and without any
+    # MSA, the recipe, its local branch alone, ViTDet with MSA / Hydra (also converted) global blocks and without any
     assert rows[0] == "msa" and {"hydra+mean+dwc7@converted", "local+dwc7@converted", "vitdet8_msa",
-                                 "vitdet8_hydra+mean", "vitdet8_windows"} <= set(rows)
+                                 "vitdet8_hydra+mean", "vitdet8_hydra+mean@converted", "vitdet8_windows"} <= set(rows)
 
 
 def test_the_windows_only_control_has_no_global_block():
