@@ -3,6 +3,7 @@ import csv
 import glob
 import re
 import statistics
+from typing import Optional
 
 import pytest
 
@@ -90,6 +91,21 @@ def test_headline_accuracy_is_the_mean_of_its_runs(first_cell, runs_csv, column,
         assert shown in rows[0], f"README's {first_cell!r} row does not show {shown} ({selection} in {runs_csv})"
 
 
+PRESENCE_UPER, RELATION, RELATION_UPER = (f"context_{track}_cpu_runs.csv"
+                                          for track in ("presence_uper", "relation", "relation_uper"))
+
+
+def _score(text: str, table: str, recipe: str, seed: Optional[int] = None) -> tuple:
+    """A README accuracy claim read off a context track's per-run CSV (one seed's row where it has several)."""
+    selection = {"recipe": recipe} if seed is None else {"recipe": recipe, "seed": str(seed)}
+    return text, table, selection, "score", "{:.1f}"
+
+
+def _speed(text: str, table: str, attention: str, mode: str) -> tuple:
+    """A README speed claim read off a benchmark CSV's speedup_vs_msa column."""
+    return text, table, {"attention": attention, "mode": mode}, "speedup_vs_msa", "{:.2f}"
+
+
 # README claims read off a results CSV: (the README text around the number, the CSV, the row's
 # selection, the column, how it is shown). The number shown must be the CSV's, rounded as shown.
 README_NUMBERS = [
@@ -105,60 +121,33 @@ README_NUMBERS = [
      "speedup_big", "{:.2f}"),
     ("(local branch alone: {}x)", "seg_large_table.csv", {"plan": "local+dwc7@converted"}, "speedup_big", "{:.2f}"),
     ("| 92.1 ± 1.9 | {}x @32x224²", "video_demo_table.csv", {"plan": "hydra@converted"}, "speedup_big", "{:.2f}"),
-    ("UPerNet: ViTDet-MSA {} vs MSA", "context_presence_uper_cpu_runs.csv", {"recipe": "vitdet8_msa", "seed": "0"},
-     "score", "{:.1f}"),
-    ("ViTDet-MSA 93.0 vs MSA {}, ViTDet-Hydra", "context_presence_uper_cpu_runs.csv", {"recipe": "msa"}, "score",
-     "{:.1f}"),
-    ("converted first {}, 90.4, 49.2 (seeds 0–2)", "context_presence_uper_cpu_runs.csv",
-     {"recipe": "vitdet8_hydra+mean@converted", "seed": "0"}, "score", "{:.1f}"),
-    ("converted first 92.9, {}, 49.2 (seeds 0–2)", "context_presence_uper_cpu_runs.csv",
-     {"recipe": "vitdet8_hydra+mean@converted", "seed": "1"}, "score", "{:.1f}"),
-    ("converted first 92.9, 90.4, {} (seeds 0–2)", "context_presence_uper_cpu_runs.csv",
-     {"recipe": "vitdet8_hydra+mean@converted", "seed": "2"}, "score", "{:.1f}"),
-    ("all-Hydra {} and `local+dwc7` 48.5 (context-blind)", "context_presence_uper_cpu_runs.csv",
-     {"recipe": "hydra+mean+dwc7@converted"}, "score", "{:.1f}"),
-    ("and `local+dwc7` {} (context-blind)", "context_presence_uper_cpu_runs.csv", {"recipe": "local+dwc7@converted"},
-     "score", "{:.1f}"),
-    ("`local+dwc7` {}, all-Hydra 57.1", "context_relation_cpu_runs.csv", {"recipe": "local+dwc7@converted", "seed": "0"},
-     "score", "{:.1f}"),
-    ("(converted first 55.5) vs MSA {}, ViTDet-MSA", "context_relation_cpu_runs.csv", {"recipe": "msa", "seed": "0"}, "score",
-     "{:.1f}"),
-    ("all-Hydra {}, ViTDet-Hydra 57.5 (converted", "context_relation_cpu_runs.csv",
-     {"recipe": "hydra+mean+dwc7@converted", "seed": "0"}, "score", "{:.1f}"),
-    ("ViTDet-Hydra {} (converted first 55.5)", "context_relation_cpu_runs.csv", {"recipe": "vitdet8_hydra+mean"}, "score",
-     "{:.1f}"),
-    ("ViTDet-Hydra 57.5 (converted first {}) vs MSA", "context_relation_cpu_runs.csv",
-     {"recipe": "vitdet8_hydra+mean@converted"}, "score", "{:.1f}"),
-    ("ViTDet-MSA {} (CPU, seed 0; MSA", "context_relation_cpu_runs.csv", {"recipe": "vitdet8_msa"}, "score",
-     "{:.1f}"),
-    ("under UPerNet MSA {} and 90.5, all-Hydra", "context_relation_uper_cpu_runs.csv", {"recipe": "msa", "seed": "0"},
-     "score", "{:.1f}"),
-    ("under UPerNet MSA 91.0 and {}, all-Hydra", "context_relation_uper_cpu_runs.csv", {"recipe": "msa", "seed": "1"},
-     "score", "{:.1f}"),
-    ("all-Hydra {} and 63.8, `local+dwc7`", "context_relation_uper_cpu_runs.csv",
-     {"recipe": "hydra+mean+dwc7@converted", "seed": "0"}, "score", "{:.1f}"),
-    ("all-Hydra 80.1 and {}, `local+dwc7`", "context_relation_uper_cpu_runs.csv",
-     {"recipe": "hydra+mean+dwc7@converted", "seed": "1"}, "score", "{:.1f}"),
-    ("`local+dwc7` {} and 75.9 (seeds 0, 1)", "context_relation_uper_cpu_runs.csv",
-     {"recipe": "local+dwc7@converted", "seed": "0"}, "score", "{:.1f}"),
-    ("`local+dwc7` 60.9 and {} (seeds 0, 1)", "context_relation_uper_cpu_runs.csv",
-     {"recipe": "local+dwc7@converted", "seed": "1"}, "score", "{:.1f}"),
-    ("ViTDet-MSA {}x inference, 1.88x training, ViTDet-Hydra", "context_speed_cpu.csv", {"attention": "vitdet8_msa", "mode": "infer"},
-     "speedup_vs_msa", "{:.2f}"),
-    ("ViTDet-MSA 1.66x inference, {}x training, ViTDet-Hydra", "context_speed_cpu.csv", {"attention": "vitdet8_msa", "mode": "train"},
-     "speedup_vs_msa", "{:.2f}"),
-    ("H200: {}x inference, 1.21x training", "context_speed_h200.csv", {"attention": "vitdet8_msa", "mode": "infer"},
-     "speedup_vs_msa", "{:.2f}"),
-    ("H200: 1.52x inference, {}x training", "context_speed_h200.csv", {"attention": "local+dwc7", "mode": "train"},
-     "speedup_vs_msa", "{:.2f}"),
-    ("ViTDet-Hydra {}x / 3.40x (CPU)", "context_speed_cpu.csv", {"attention": "vitdet8_hydra+mean", "mode": "infer"},
-     "speedup_vs_msa", "{:.2f}"),
-    ("ViTDet-Hydra 2.95x / {}x (CPU)", "context_speed_cpu.csv", {"attention": "vitdet8_hydra+mean", "mode": "train"},
-     "speedup_vs_msa", "{:.2f}"),
-    ("1.21x training and {}x / 1.51x |", "context_speed_h200.csv", {"attention": "vitdet8_hydra+mean", "mode": "infer"},
-     "speedup_vs_msa", "{:.2f}"),
-    ("1.21x training and 1.23x / {}x |", "context_speed_h200.csv", {"attention": "vitdet8_hydra+mean", "mode": "train"},
-     "speedup_vs_msa", "{:.2f}"),
+    _score("UPerNet: ViTDet-MSA {} vs MSA", PRESENCE_UPER, "vitdet8_msa", seed=0),
+    _score("ViTDet-MSA 93.0 vs MSA {}, ViTDet-Hydra", PRESENCE_UPER, "msa"),
+    _score("converted first {}, 90.4, 49.2 (seeds 0–2)", PRESENCE_UPER, "vitdet8_hydra+mean@converted", seed=0),
+    _score("converted first 92.9, {}, 49.2 (seeds 0–2)", PRESENCE_UPER, "vitdet8_hydra+mean@converted", seed=1),
+    _score("converted first 92.9, 90.4, {} (seeds 0–2)", PRESENCE_UPER, "vitdet8_hydra+mean@converted", seed=2),
+    _score("all-Hydra {} and `local+dwc7` 48.5 (context-blind)", PRESENCE_UPER, "hydra+mean+dwc7@converted"),
+    _score("and `local+dwc7` {} (context-blind)", PRESENCE_UPER, "local+dwc7@converted"),
+    _score("`local+dwc7` {}, all-Hydra 57.1", RELATION, "local+dwc7@converted", seed=0),
+    _score("(converted first 55.5) vs MSA {}, ViTDet-MSA", RELATION, "msa", seed=0),
+    _score("all-Hydra {}, ViTDet-Hydra 57.5 (converted", RELATION, "hydra+mean+dwc7@converted", seed=0),
+    _score("ViTDet-Hydra {} (converted first 55.5)", RELATION, "vitdet8_hydra+mean"),
+    _score("ViTDet-Hydra 57.5 (converted first {}) vs MSA", RELATION, "vitdet8_hydra+mean@converted"),
+    _score("ViTDet-MSA {} (CPU, seed 0; MSA", RELATION, "vitdet8_msa"),
+    _score("under UPerNet MSA {} and 90.5, all-Hydra", RELATION_UPER, "msa", seed=0),
+    _score("under UPerNet MSA 91.0 and {}, all-Hydra", RELATION_UPER, "msa", seed=1),
+    _score("all-Hydra {} and 63.8, `local+dwc7`", RELATION_UPER, "hydra+mean+dwc7@converted", seed=0),
+    _score("all-Hydra 80.1 and {}, `local+dwc7`", RELATION_UPER, "hydra+mean+dwc7@converted", seed=1),
+    _score("`local+dwc7` {} and 75.9 (seeds 0, 1)", RELATION_UPER, "local+dwc7@converted", seed=0),
+    _score("`local+dwc7` 60.9 and {} (seeds 0, 1)", RELATION_UPER, "local+dwc7@converted", seed=1),
+    _speed("ViTDet-MSA {}x inference, 1.88x training, ViTDet-Hydra", "context_speed_cpu.csv", "vitdet8_msa", "infer"),
+    _speed("ViTDet-MSA 1.66x inference, {}x training, ViTDet-Hydra", "context_speed_cpu.csv", "vitdet8_msa", "train"),
+    _speed("H200: {}x inference, 1.21x training", "context_speed_h200.csv", "vitdet8_msa", "infer"),
+    _speed("H200: 1.52x inference, {}x training", "context_speed_h200.csv", "local+dwc7", "train"),
+    _speed("ViTDet-Hydra {}x / 3.40x (CPU)", "context_speed_cpu.csv", "vitdet8_hydra+mean", "infer"),
+    _speed("ViTDet-Hydra 2.95x / {}x (CPU)", "context_speed_cpu.csv", "vitdet8_hydra+mean", "train"),
+    _speed("1.21x training and {}x / 1.51x |", "context_speed_h200.csv", "vitdet8_hydra+mean", "infer"),
+    _speed("1.21x training and 1.23x / {}x |", "context_speed_h200.csv", "vitdet8_hydra+mean", "train"),
 ]
 
 
