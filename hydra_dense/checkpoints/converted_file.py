@@ -12,7 +12,7 @@ import torch
 
 from ..runtime.atomic_file import atomic_write
 
-__all__ = ["write_converted", "ConvertedFiles", "error_rows", "level_rows"]
+__all__ = ["write_converted", "refuse_replacing_another", "ConvertedFiles", "error_rows", "level_rows"]
 
 
 @dataclass
@@ -54,6 +54,26 @@ def _fmt(v) -> str:
     if isinstance(v, float):
         return "–" if math.isnan(v) else f"{v:.3f}"
     return str(v)
+
+
+def refuse_replacing_another(out: Path, plan: dict, source: str) -> None:
+    """Raise before a conversion starts when ``out`` already holds something its end would replace
+    other than an earlier run of the same conversion (same ``plan`` and ``source``): another plan's
+    converted weights, or a file that is not a converted checkpoint."""
+    out = Path(out).expanduser()
+    if not out.exists():
+        return
+    try:
+        meta = torch.load(out, map_location="cpu", weights_only=True, mmap=True).get("hydra_dense")
+    except Exception:  # noqa: BLE001 - unreadable or not a dict: not ours to replace either way
+        meta = None
+    if not isinstance(meta, dict):
+        raise ValueError(f"model.output: {out} exists and is not a converted checkpoint; the conversion would "
+                         f"replace it: give another --model.init_args.output, or move the file away")
+    if meta.get("plan") != plan or meta.get("source") != source:
+        raise ValueError(f"model.output: {out} holds another conversion (plan {meta.get('plan')}, source "
+                         f"{meta.get('source')}) than this one (plan {plan}, source {source}), which would "
+                         f"replace it: give another --model.init_args.output, or delete the file")
 
 
 def write_converted(task, out: Path, data: str = "") -> ConvertedFiles:

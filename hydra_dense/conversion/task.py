@@ -19,6 +19,7 @@ At the end it writes a timm-format checkpoint (``output``) that ``pretrained:`` 
 from __future__ import annotations
 
 import copy
+from dataclasses import asdict
 import re
 from pathlib import Path
 from typing import Literal, Optional, Union
@@ -35,7 +36,7 @@ from ..backbones.video_vit import VideoViT
 from ..data.unlabeled import UnlabeledImageDataModule
 from ..tasks.optim import adamw_with_schedule
 from ..weights import prepare_dinov2_vits14
-from ..checkpoints.converted_file import write_converted
+from ..checkpoints.converted_file import refuse_replacing_another, write_converted
 from .objective import (final_and_levels, final_tokens, relative_mse, squared_error_sums, student_branch_outputs,
                         trace_teacher)
 
@@ -140,6 +141,8 @@ class ConversionTask(L.LightningModule):
         sd = read_state_dict(path)
         _check_source(sd, backbone, str(path))
         load_pretrained(backbone, sd, strict=True, verbose=False)
+        if output:
+            refuse_replacing_another(Path(output), asdict(backbone.plan), str(path))
         self.source_path = path
         self.backbone = backbone
         teacher = copy.deepcopy(backbone)

@@ -74,6 +74,15 @@ def test_conversion_lowers_the_error_and_trains_only_attention(images, msa_sourc
     table = out.with_name("vit_errors.md").read_text()
     assert "| mean |" in table and "hydra+dwc3" in table and f"{feat_before:.3f} -> {feat_after:.3f}" in table
     assert out.with_name("vit_errors.csv").read_text().startswith("block,teacher,student,error_before")
+    # a second conversion into the same file: the same conversion may replace it, another plan may not
+    ConversionTask(tiny_vit({"default": "hydra", "local": "dwc3"}), source=str(msa_source), output=str(out))
+    with pytest.raises(ValueError, match=r"model.output: .*vit.pth holds another conversion \(plan .*'local': 'dwc3'"):
+        ConversionTask(tiny_vit("hydra"), source=str(msa_source), output=str(out))
+    notes = tmp_path / "notes.pth"
+    notes.write_text("someone's file")
+    with pytest.raises(ValueError, match="notes.pth exists and is not a converted checkpoint"):
+        ConversionTask(tiny_vit("hydra"), source=str(msa_source), output=str(notes))
+    assert notes.read_text() == "someone's file"
 
 
 def test_hybrid_plan_converts_only_its_hydra_blocks(images, msa_source, tmp_path):
