@@ -37,7 +37,8 @@ DETECTION_DEMO_CONFIG = "configs/detection/demo_digits.yaml"
 DETECTION_CONVERT_CONFIG = "configs/convert/dinov2_s16_det_224.yaml"
 CONTEXT_CONFIGS = ("configs/segmentation/demo_context_presence.yaml",
                    "configs/segmentation/demo_context_presence_whole.yaml",
-                   "configs/segmentation/demo_context_relation.yaml")
+                   "configs/segmentation/demo_context_relation.yaml",
+                   "configs/segmentation/demo_context_relation_whole.yaml")
 
 
 @dataclass(frozen=True)

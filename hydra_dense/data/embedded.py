@@ -21,6 +21,7 @@ EMBEDDED: dict[str, Callable[[Optional[Path]], object]] = {
     "context_presence": lambda root: demo_context.prepare("presence", root),
     "context_relation": lambda root: demo_context.prepare("relation", root),
     "context_presence_whole": lambda root: demo_context.prepare_whole("presence", root),
+    "context_relation_whole": lambda root: demo_context.prepare_whole("relation", root),
     "moving_digits": lambda root: demo_video.prepare(root),
     "deepforest_trees": lambda root: demo_detection.prepare(root),
     "digit_instances": lambda root: demo_instances.prepare(root),

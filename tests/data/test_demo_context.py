@@ -100,3 +100,25 @@ def test_whole_scene_training_draws_validation_size_scenes_and_copies_the_tracks
     stamp = (root / "classes.json").stat().st_mtime_ns
     demo_context.prepare_whole("presence", tmp_path / "whole", **small)
     assert (root / "classes.json").stat().st_mtime_ns == stamp  # prepared once
+
+
+def test_the_relation_track_trains_on_whole_scenes_too(tmp_path):
+    """The relation track's whole-scene set: every training scene of validation size, its digits
+    labelled by their side of the cue (both sides across scenes), the base track's validation copied;
+    the folder a shipped config names is one the job prepares."""
+    from hydra_dense.data.embedded import EMBEDDED
+
+    small = dict(training=dict(train_size=224, train_objects=(6, 9), n_train=4),
+                 base_sizes=dict(train_size=168, val_size=224, train_objects=(1, 3), val_objects=(2, 4), n_train=2,
+                                 n_val=2))
+    root = demo_context.prepare_whole("relation", tmp_path / "whole", **small)
+    sides = set()
+    for i in range(4):
+        assert _read(root, "image", "training", i).shape[:2] == (224, 224)
+        labels = set(np.unique(_read(root, "mask", "training", i)).tolist()) - {0}
+        assert labels and labels <= {1, 2}, (i, labels)
+        sides |= labels
+    assert sides == {1, 2}
+    assert np.array_equal(_read(root, "mask", "validation", 0), _read(tmp_path / "whole_base", "mask", "validation", 0))
+    assert "context_relation_whole" in EMBEDDED
+
