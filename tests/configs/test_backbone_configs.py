@@ -29,9 +29,12 @@ def test_backbone_yaml_instantiates(path):
         assert set(kinds) == {"hydra"}
     if "hybrid" in stem:
         assert kinds[-1] == "hydra" and kinds[0] == "msa"
-    if "window" in stem:  # ..._window<W>_<global attention>[_mean]
+    if "window" in stem:  # ..._window<W>_<global attention>[_mean], or ..._window<W>_only: no global block
         window, global_attention = stem.split("window")[1].split("_")[:2]
-        assert kinds.count("window") == 8 and kinds[2] == global_attention
+        if global_attention == "only":
+            assert kinds == ["window"] * len(kinds)
+        else:
+            assert kinds.count("window") == 8 and kinds[2] == global_attention
         assert model.plan.token_mean == stem.endswith("_mean")
         assert not window or model.plan.window_size == int(window)
     if stem.endswith("_hydra_mean_dwc7"):
@@ -48,7 +51,8 @@ def test_every_backbone_config_is_named_for_the_plan_it_is_checked_against():
 
 
 @pytest.mark.parametrize("stem, plan_name", [("vit_s14_dinov2_window8_msa", "vitdet8_msa"),
-                                             ("vit_s14_dinov2_window8_hydra_mean", "vitdet8_hydra+mean")])
+                                             ("vit_s14_dinov2_window8_hydra_mean", "vitdet8_hydra+mean"),
+                                             ("vit_s14_dinov2_window8_only", "vitdet8_windows")])
 def test_the_context_tracks_vitdet_configs_ship_the_plans_the_comparison_measured(stem, plan_name):
     """The README recommends these files for scene context: each must build what the context tracks ran."""
     model = backbone_from("--backbone", str(BACKBONES / f"{stem}.yaml"))
