@@ -91,14 +91,14 @@ def test_headline_accuracy_is_the_mean_of_its_runs(first_cell, runs_csv, column,
         assert shown in rows[0], f"README's {first_cell!r} row does not show {shown} ({selection} in {runs_csv})"
 
 
-PRESENCE_UPER, RELATION, RELATION_UPER = (f"context_{track}_cpu_runs.csv"
-                                          for track in ("presence_uper", "relation", "relation_uper"))
+PRESENCE_UPER, PRESENCE_WHOLE_UPER, RELATION, RELATION_UPER = (
+    f"context_{track}_cpu_runs.csv" for track in ("presence_uper", "presence_whole_uper", "relation", "relation_uper"))
 
 
-def _score(text: str, table: str, recipe: str, seed: Optional[int] = None) -> tuple:
+def _score(text: str, table: str, recipe: str, seed: Optional[int] = None, column: str = "score") -> tuple:
     """A README accuracy claim read off a context track's per-run CSV (one seed's row where it has several)."""
     selection = {"recipe": recipe} if seed is None else {"recipe": recipe, "seed": str(seed)}
-    return text, table, selection, "score", "{:.1f}"
+    return text, table, selection, column, "{:.1f}"
 
 
 def _speed(text: str, table: str, attention: str, mode: str) -> tuple:
@@ -121,8 +121,12 @@ README_NUMBERS = [
      "speedup_big", "{:.2f}"),
     ("(local branch alone: {}x)", "seg_large_table.csv", {"plan": "local+dwc7@converted"}, "speedup_big", "{:.2f}"),
     ("| 92.1 ± 1.9 | {}x @32x224²", "video_demo_table.csv", {"plan": "hydra@converted"}, "speedup_big", "{:.2f}"),
-    _score("UPerNet: ViTDet-MSA {}, 93.3 vs MSA", PRESENCE_UPER, "vitdet8_msa", seed=0),
-    _score("UPerNet: ViTDet-MSA 93.0, {} vs MSA", PRESENCE_UPER, "vitdet8_msa", seed=1),
+    _score("1 seed: windows alone {} (its head's", PRESENCE_WHOLE_UPER, "vitdet8_windows"),
+    _score("head's global bin zeroed {}), ViTDet-Hydra", PRESENCE_WHOLE_UPER, "vitdet8_windows", column="score_head_pool_zeroed"),
+    _score("ViTDet-Hydra converted first {}, `local+dwc7` 48.8.", PRESENCE_WHOLE_UPER, "vitdet8_hydra+mean@converted"),
+    _score("converted first 82.5, `local+dwc7` {}.", PRESENCE_WHOLE_UPER, "local+dwc7@converted"),
+    _score("224²: ViTDet-MSA {}, 93.3 vs MSA", PRESENCE_UPER, "vitdet8_msa", seed=0),
+    _score("224²: ViTDet-MSA 93.0, {} vs MSA", PRESENCE_UPER, "vitdet8_msa", seed=1),
     _score("93.3 vs MSA {}, ViTDet-Hydra", PRESENCE_UPER, "msa"),
     _score("converted first {}, 90.4, 49.2 (seeds 0–2)", PRESENCE_UPER, "vitdet8_hydra+mean@converted", seed=0),
     _score("converted first 92.9, {}, 49.2 (seeds 0–2)", PRESENCE_UPER, "vitdet8_hydra+mean@converted", seed=1),
@@ -147,10 +151,14 @@ README_NUMBERS = [
     _speed("ViTDet-MSA 1.66x inference, {}x training, ViTDet-Hydra", "context_speed_cpu.csv", "vitdet8_msa", "train"),
     _speed("H200: {}x inference, 1.21x training", "context_speed_h200.csv", "vitdet8_msa", "infer"),
     _speed("H200: 1.52x inference, {}x training", "context_speed_h200.csv", "local+dwc7", "train"),
-    _speed("ViTDet-Hydra {}x / 3.40x (CPU)", "context_speed_cpu.csv", "vitdet8_hydra+mean", "infer"),
-    _speed("ViTDet-Hydra 2.95x / {}x (CPU)", "context_speed_cpu.csv", "vitdet8_hydra+mean", "train"),
-    _speed("1.21x training and {}x / 1.51x |", "context_speed_h200.csv", "vitdet8_hydra+mean", "infer"),
-    _speed("1.21x training and 1.23x / {}x |", "context_speed_h200.csv", "vitdet8_hydra+mean", "train"),
+    _speed("ViTDet-Hydra {}x / 3.40x, windows", "context_speed_cpu.csv", "vitdet8_hydra+mean", "infer"),
+    _speed("ViTDet-Hydra 2.95x / {}x, windows", "context_speed_cpu.csv", "vitdet8_hydra+mean", "train"),
+    _speed("1.21x training and {}x / 1.51x, windows", "context_speed_h200.csv", "vitdet8_hydra+mean", "infer"),
+    _speed("1.21x training and 1.23x / {}x, windows", "context_speed_h200.csv", "vitdet8_hydra+mean", "train"),
+    _speed("3.40x, windows alone {}x / 3.19x (CPU)", "context_speed_cpu.csv", "vitdet8_windows", "infer"),
+    _speed("3.40x, windows alone 2.79x / {}x (CPU)", "context_speed_cpu.csv", "vitdet8_windows", "train"),
+    _speed("1.51x, windows alone {}x / 1.35x |", "context_speed_h200.csv", "vitdet8_windows", "infer"),
+    _speed("1.51x, windows alone 1.07x / {}x |", "context_speed_h200.csv", "vitdet8_windows", "train"),
 ]
 
 
