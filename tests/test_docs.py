@@ -91,8 +91,9 @@ def test_headline_accuracy_is_the_mean_of_its_runs(first_cell, runs_csv, column,
         assert shown in rows[0], f"README's {first_cell!r} row does not show {shown} ({selection} in {runs_csv})"
 
 
-PRESENCE_UPER, PRESENCE_WHOLE_UPER, RELATION, RELATION_UPER = (
-    f"context_{track}_cpu_runs.csv" for track in ("presence_uper", "presence_whole_uper", "relation", "relation_uper"))
+PRESENCE_UPER, PRESENCE_WHOLE_UPER, RELATION, RELATION_UPER, RELATION_WHOLE_UPER = (
+    f"context_{track}_cpu_runs.csv"
+    for track in ("presence_uper", "presence_whole_uper", "relation", "relation_uper", "relation_whole_uper"))
 
 
 def _score(text: str, table: str, recipe: str, seed: Optional[int] = None, column: str = "score") -> tuple:
@@ -150,7 +151,8 @@ README_NUMBERS = [
     _score("ViTDet-MSA {} (CPU, seed 0; MSA", RELATION, "vitdet8_msa"),
     _score("under UPerNet MSA {} and 90.5, ViTDet-MSA", RELATION_UPER, "msa", seed=0),
     _score("under UPerNet MSA 91.0 and {}, ViTDet-MSA", RELATION_UPER, "msa", seed=1),
-    _score("and 90.5, ViTDet-MSA {}, ViTDet-Hydra", RELATION_UPER, "vitdet8_msa"),
+    _score("and 90.5, ViTDet-MSA {}, windows alone", RELATION_UPER, "vitdet8_msa"),
+    _score("windows alone trained at 448² {} (1 seed)", RELATION_WHOLE_UPER, "vitdet8_windows"),
     _score("ViTDet-Hydra converted first {} (seed 0), all-Hydra", RELATION_UPER, "vitdet8_hydra+mean@converted"),
     _score("all-Hydra {} and 63.8, `local+dwc7`", RELATION_UPER, "hydra+mean+dwc7@converted", seed=0),
     _score("all-Hydra 80.1 and {}, `local+dwc7`", RELATION_UPER, "hydra+mean+dwc7@converted", seed=1),
