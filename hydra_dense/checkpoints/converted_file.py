@@ -11,6 +11,7 @@ from pathlib import Path
 import torch
 
 from ..runtime.atomic_file import atomic_write
+from .pretrained import CheckpointError, read_checkpoint
 
 __all__ = ["write_converted", "refuse_replacing_another", "ConvertedFiles", "error_rows", "level_rows"]
 
@@ -64,10 +65,10 @@ def refuse_replacing_another(out: Path, plan: dict, source: str) -> None:
     if not out.exists():
         return
     try:
-        meta = torch.load(out, map_location="cpu", weights_only=True, mmap=True).get("hydra_dense")
-    except Exception:  # noqa: BLE001 - unreadable or not a dict: not ours to replace either way
-        meta = None
-    if not isinstance(meta, dict):
+        meta = read_checkpoint(out)[1]
+    except CheckpointError:  # unreadable, or not a state dict: not ours to replace either way
+        meta = {}
+    if not meta:
         raise ValueError(f"model.output: {out} exists and is not a converted checkpoint; the conversion would "
                          f"replace it: give another --model.init_args.output, or move the file away")
     if meta.get("plan") != plan or meta.get("source") != source:

@@ -19,8 +19,8 @@ At the end it writes a timm-format checkpoint (``output``) that ``pretrained:`` 
 from __future__ import annotations
 
 import copy
-from dataclasses import asdict
 import re
+from dataclasses import asdict
 from pathlib import Path
 from typing import Literal, Optional, Union
 

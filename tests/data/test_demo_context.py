@@ -81,10 +81,13 @@ def test_preparing_twice_does_nothing_and_the_classes_are_named(tracks):
         prepare("size", root)
 
 
+# the base track of the whole-scene tests, small (SIZES at a fraction)
+SMALL_BASE = dict(train_size=168, val_size=224, train_objects=(1, 3), val_objects=(2, 4), n_train=2, n_val=2)
+
+
 def test_whole_scene_training_draws_validation_size_scenes_and_copies_the_tracks_validation(tmp_path):
     small = dict(training=dict(train_size=224, train_objects=(2, 4), n_train=4),  # WHOLE_TRAINING, small
-                 base_sizes=dict(train_size=168, val_size=224, train_objects=(1, 3), val_objects=(2, 4), n_train=2,
-                                 n_val=2))
+                 base_sizes=SMALL_BASE)
     root = demo_context.prepare_whole("presence", tmp_path / "whole", **small)
     base = tmp_path / "whole_base"
     for i in range(4):
@@ -108,9 +111,7 @@ def test_the_relation_track_trains_on_whole_scenes_too(tmp_path):
     the folder a shipped config names is one the job prepares."""
     from hydra_dense.data.embedded import EMBEDDED
 
-    small = dict(training=dict(train_size=224, train_objects=(6, 9), n_train=4),
-                 base_sizes=dict(train_size=168, val_size=224, train_objects=(1, 3), val_objects=(2, 4), n_train=2,
-                                 n_val=2))
+    small = dict(training=dict(train_size=224, train_objects=(6, 9), n_train=4), base_sizes=SMALL_BASE)
     root = demo_context.prepare_whole("relation", tmp_path / "whole", **small)
     sides = set()
     for i in range(4):
@@ -121,4 +122,3 @@ def test_the_relation_track_trains_on_whole_scenes_too(tmp_path):
     assert sides == {1, 2}
     assert np.array_equal(_read(root, "mask", "validation", 0), _read(tmp_path / "whole_base", "mask", "validation", 0))
     assert "context_relation_whole" in EMBEDDED
-
