@@ -41,7 +41,7 @@ from lightning.pytorch.utilities import rank_zero_info
 from lightning.fabric.utilities.exceptions import MisconfigurationException
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 
-from .backbones.config_files import BackboneFileError, backbone_files_in_args, check_backbone_file
+from .backbones.config_files import BackboneFileError, backbone_files_in_args, check_backbone_file, check_inline_plans
 from .checkpoints import (AtomicCheckpointIO, ModelIdentityCheckpoint, PeriodicLastCheckpoint, RNGStateCheckpoint,
                           check_checkpoint_matches, find_resume_checkpoint, remove_stale_temporaries)
 from .runtime import DataReport, NonFiniteLossGuard, StepBoundaryRequeue, TrainingCurves
@@ -133,6 +133,10 @@ class HydraDenseCLI(LightningCLI):
                 check_backbone_file(path)
             except BackboneFileError as err:
                 parser.error(str(err))
+        try:
+            check_inline_plans(argv)
+        except BackboneFileError as err:
+            parser.error(str(err))
         super().parse_arguments(parser, args)
 
     def _parse_ckpt_path(self) -> None:

@@ -45,3 +45,11 @@ def test_help_still_lists_every_option(capsys):
     with pytest.raises(SystemExit):
         cli.main(["fit", "--help"])
     assert "--trainer.max_steps" in capsys.readouterr().out
+
+
+def test_a_misspelt_plan_key_inside_a_config_names_the_file_and_key_path(capsys, config, tmp_path):
+    extra = tmp_path / "plan.yaml"
+    extra.write_text("model:\n  init_args:\n    backbone:\n      init_args:\n        plan: {window_sise: 8}\n")
+    line = refusal(capsys, ["--config", config, "--config", extra])
+    assert line.startswith(f"error: {extra}: model.init_args.backbone.init_args.plan: unknown attention-plan keys "
+                           "['window_sise']")

@@ -1,6 +1,7 @@
 """Backbone YAML files checked before the config parser reads them: a misspelt key or an unknown
 attention kind inside a nested ``backbone: file.yaml`` otherwise reaches the user as the parser's
-"Config file loop detected", which names neither the key nor the allowed values."""
+"Config file loop detected", which names neither the key nor the allowed values. A plan written
+inside a ``--config`` is checked here too, so its error names that file and the key path."""
 from __future__ import annotations
 
 import difflib
@@ -17,7 +18,7 @@ from ..attention import AttentionPlan
 from ..runtime.class_path import imported_class
 from .sizes import configured_depth
 
-__all__ = ["check_backbone_file", "backbone_files_in_args", "BackboneFileError"]
+__all__ = ["check_backbone_file", "check_inline_plans", "backbone_files_in_args", "BackboneFileError"]
 
 
 class BackboneFileError(ValueError):
@@ -55,14 +56,39 @@ def check_backbone_file(path: Path) -> None:
     # the plan is checked by AttentionPlan below, which names the bad kind and the kinds there are
     _check_types(path, cls, {k: v for k, v in init_args.items() if k in params and k != "plan"})
     if "plan" in init_args:
+        _check_plan(f"{path}: init_args", init_args, resolve=True)
+
+
+def check_inline_plans(args: Iterable[str]) -> None:
+    """Raise :class:`BackboneFileError` naming the config and ``model.init_args.backbone.init_args.plan``
+    when a backbone written inside a ``--config`` has a plan with an unknown key or value. Its
+    blocks are counted only when the same mapping gives ``size`` or ``depth`` (another config may
+    set them)."""
+    for config in _option(list(args), "--config") + _option(list(args), "-c"):
+        path = Path(config).expanduser()
         try:
-            depth = configured_depth(init_args)
-        except ValueError as err:
-            raise BackboneFileError(f"{path}: init_args.size: {err}") from None
-        try:
-            AttentionPlan.coerce(init_args["plan"]).resolve(depth)
-        except (ValueError, TypeError) as err:
-            raise BackboneFileError(f"{path}: init_args.plan: {err}") from None
+            backbone = _backbone_entry(yaml.safe_load(path.read_text())) if path.is_file() else None
+        except yaml.YAMLError:
+            continue  # the parser names a broken config itself
+        init_args = backbone.get("init_args") if isinstance(backbone, dict) else None
+        if isinstance(init_args, dict) and "plan" in init_args:
+            _check_plan(f"{path}: model.init_args.backbone.init_args", init_args,
+                        resolve="size" in init_args or "depth" in init_args)
+
+
+def _check_plan(where: str, init_args: dict, resolve: bool) -> None:
+    """``init_args["plan"]`` as :class:`AttentionPlan` reads it, resolved over the configured depth
+    when ``resolve``; an error names ``where`` and the key."""
+    try:
+        depth = configured_depth(init_args)
+    except ValueError as err:
+        raise BackboneFileError(f"{where}.size: {err}") from None
+    try:
+        plan = AttentionPlan.coerce(init_args["plan"])
+        if resolve:
+            plan.resolve(depth)
+    except (ValueError, TypeError) as err:
+        raise BackboneFileError(f"{where}.plan: {err}") from None
 
 
 def _check_types(path: Path, cls: type, init_args: dict) -> None:

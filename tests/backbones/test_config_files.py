@@ -1,7 +1,7 @@
 """Backbone YAML files checked before the config parser: depth from the file's own size, types named."""
 import pytest
 
-from hydra_dense.backbones.config_files import BackboneFileError, check_backbone_file
+from hydra_dense.backbones.config_files import BackboneFileError, check_backbone_file, check_inline_plans
 from hydra_dense.backbones.sizes import configured_depth
 
 
@@ -24,3 +24,18 @@ def test_a_vit_large_plan_is_checked_against_its_24_blocks(tmp_path):
                                               ({"size": None, "depth": 6, "embed_dim": 8, "num_heads": 2}, 6)])
 def test_configured_depth_follows_the_size_preset_and_the_depth_given(init_args, depth):
     assert configured_depth(init_args) == depth
+
+
+def test_a_plan_written_inside_a_config_is_named_by_its_file_and_key_path(tmp_path):
+    config = tmp_path / "run.yaml"
+    backbone = "model:\n  init_args:\n    backbone:\n      class_path: hydra_dense.backbones.ViT\n      init_args:\n"
+    config.write_text(backbone + "        plan: {window_sise: 8}\n")
+    with pytest.raises(BackboneFileError, match=rf"{config}: model.init_args.backbone.init_args.plan: unknown "
+                                                r"attention-plan keys \['window_sise'\]"):
+        check_inline_plans(["fit", "--config", str(config)])
+    # its blocks are counted only where the same mapping sets the size: another config may set it
+    config.write_text(backbone + "        plan: {hydra_last: 13}\n")
+    check_inline_plans([f"--config={config}"])
+    config.write_text(backbone + "        size: base\n        plan: {hydra_last: 13}\n")
+    with pytest.raises(BackboneFileError, match=r"backbone.init_args.plan: .*hydra_last=13 must be in \[0, 12\]"):
+        check_inline_plans(["-c", str(config)])
