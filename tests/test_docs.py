@@ -102,6 +102,11 @@ def _score(text: str, table: str, recipe: str, seed: Optional[int] = None, colum
     return text, table, selection, column, "{:.1f}"
 
 
+def _mean_std(text: str, table: str, recipe: str, seeds: int, column: str = "score") -> tuple:
+    """A README claim of ``mean ± std`` over a recipe's ``seeds`` rows of a context track's per-run CSV."""
+    return text, table, {"recipe": recipe}, column, seeds
+
+
 def _speed(text: str, table: str, attention: str, mode: str) -> tuple:
     """A README speed claim read off a benchmark CSV's speedup_vs_msa column."""
     return text, table, {"attention": attention, "mode": mode}, "speedup_vs_msa", "{:.2f}"
@@ -131,10 +136,11 @@ README_NUMBERS = [
      "speedup_big", "{:.2f}"),
     ("(local branch alone: {}x)", "seg_large_table.csv", {"plan": "local+dwc7@converted"}, "speedup_big", "{:.2f}"),
     ("| 92.1 ± 1.9 | {}x @32x224²", "video_demo_table.csv", {"plan": "hydra@converted"}, "speedup_big", "{:.2f}"),
-    _score("1 seed: windows alone {} (its head's", PRESENCE_WHOLE_UPER, "vitdet8_windows"),
-    _score("head's global bin zeroed {}), ViTDet-Hydra", PRESENCE_WHOLE_UPER, "vitdet8_windows", column="score_head_pool_zeroed"),
-    _score("ViTDet-Hydra converted first {}, `local+dwc7` 48.8.", PRESENCE_WHOLE_UPER, "vitdet8_hydra+mean@converted"),
-    _score("converted first 82.5, `local+dwc7` {}.", PRESENCE_WHOLE_UPER, "local+dwc7@converted"),
+    _mean_std("448²: windows alone {} (3 seeds;", PRESENCE_WHOLE_UPER, "vitdet8_windows", 3),
+    _mean_std("head's global bin zeroed {}), ViTDet-Hydra", PRESENCE_WHOLE_UPER, "vitdet8_windows", 3,
+              column="score_head_pool_zeroed"),
+    _score("ViTDet-Hydra converted first {}, `local+dwc7` 48.8 (1", PRESENCE_WHOLE_UPER, "vitdet8_hydra+mean@converted"),
+    _score("converted first 82.5, `local+dwc7` {} (1 seed).", PRESENCE_WHOLE_UPER, "local+dwc7@converted"),
     _score("224²: ViTDet-MSA {}, 93.3 vs MSA", PRESENCE_UPER, "vitdet8_msa", seed=0),
     _score("224²: ViTDet-MSA 93.0, {} vs MSA", PRESENCE_UPER, "vitdet8_msa", seed=1),
     _score("93.3 vs MSA {}, ViTDet-Hydra", PRESENCE_UPER, "msa"),
@@ -152,7 +158,7 @@ README_NUMBERS = [
     _score("under UPerNet MSA {} and 90.5, ViTDet-MSA", RELATION_UPER, "msa", seed=0),
     _score("under UPerNet MSA 91.0 and {}, ViTDet-MSA", RELATION_UPER, "msa", seed=1),
     _score("and 90.5, ViTDet-MSA {}, windows alone", RELATION_UPER, "vitdet8_msa"),
-    _score("windows alone trained at 448² {} (1 seed)", RELATION_WHOLE_UPER, "vitdet8_windows"),
+    _mean_std("windows alone trained at 448² {} (2 seeds)", RELATION_WHOLE_UPER, "vitdet8_windows", 2),
     _score("ViTDet-Hydra converted first {} (seed 0), all-Hydra", RELATION_UPER, "vitdet8_hydra+mean@converted"),
     _score("all-Hydra {} and 63.8, `local+dwc7`", RELATION_UPER, "hydra+mean+dwc7@converted", seed=0),
     _score("all-Hydra 80.1 and {}, `local+dwc7`", RELATION_UPER, "hydra+mean+dwc7@converted", seed=1),
@@ -172,8 +178,11 @@ README_NUMBERS = [
 def test_readme_numbers_are_their_csvs(text, table, selection, column, shown):
     with open(RESULTS / table, newline="") as f:
         rows = [r for r in csv.DictReader(f) if all(r[k] == v for k, v in selection.items())]
-    assert len(rows) == 1, f"{table}: {len(rows)} rows match {selection}"
-    expected = text.format(shown.format(float(rows[0][column])))
+    seeds = shown if isinstance(shown, int) else 1
+    assert len(rows) == seeds, f"{table}: {len(rows)} rows match {selection}, the claim is over {seeds}"
+    values = [float(r[column]) for r in rows]
+    expected = text.format(f"{statistics.mean(values):.1f} ± {statistics.stdev(values):.1f}" if seeds > 1
+                           else shown.format(values[0]))
     assert expected in (ROOT / "README.md").read_text(), f"README does not say {expected!r} ({table} {column})"
 
 
