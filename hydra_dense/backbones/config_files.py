@@ -80,12 +80,12 @@ def _check_plan(where: str, init_args: dict, resolve: bool) -> None:
     """``init_args["plan"]`` as :class:`AttentionPlan` reads it, resolved over the configured depth
     when ``resolve``; an error names ``where`` and the key."""
     try:
-        depth = configured_depth(init_args)
+        depth = configured_depth(init_args) if resolve else None
     except ValueError as err:
         raise BackboneFileError(f"{where}.size: {err}") from None
     try:
         plan = AttentionPlan.coerce(init_args["plan"])
-        if resolve:
+        if depth is not None:
             plan.resolve(depth)
     except (ValueError, TypeError) as err:
         raise BackboneFileError(f"{where}.plan: {err}") from None
