@@ -9,7 +9,7 @@ import inspect
 import re
 import typing
 from pathlib import Path
-from typing import Iterable, Optional, Sequence
+from typing import Iterable, Iterator, Optional, Sequence
 
 import yaml
 from jsonargparse import ArgumentParser
@@ -64,12 +64,7 @@ def check_inline_plans(args: Iterable[str]) -> None:
     when a backbone written inside a ``--config`` has a plan with an unknown key or value. Its
     blocks are counted only when the same mapping gives ``size`` or ``depth`` (another config may
     set them)."""
-    for config in _option(list(args), "--config") + _option(list(args), "-c"):
-        path = Path(config).expanduser()
-        try:
-            backbone = _backbone_entry(yaml.safe_load(path.read_text())) if path.is_file() else None
-        except yaml.YAMLError:
-            continue  # the parser names a broken config itself
+    for path, backbone in _config_backbones(args):
         init_args = backbone.get("init_args") if isinstance(backbone, dict) else None
         if isinstance(init_args, dict) and "plan" in init_args:
             _check_plan(f"{path}: model.init_args.backbone.init_args", init_args,
@@ -137,16 +132,23 @@ def backbone_files_in_args(args: Iterable[str]) -> list[Path]:
     found: list[Path] = []
     for value in _option(args, "--model.init_args.backbone"):
         found.append(Path(value).expanduser())
+    for path, backbone in _config_backbones(args):
+        if isinstance(backbone, str):
+            found.append((path.parent / backbone).expanduser() if not Path(backbone).is_absolute() else Path(backbone))
+    return [p for p in found if p.suffix in (".yaml", ".yml") and p.is_file()]
+
+
+def _config_backbones(args: Iterable[str]) -> Iterator[tuple[Path, object]]:
+    """Each readable ``--config`` / ``-c`` file of ``args`` with its ``model.init_args.backbone``
+    entry (a file name, a mapping, or None)."""
+    args = list(args)
     for config in _option(args, "--config") + _option(args, "-c"):
         path = Path(config).expanduser()
         try:
             data = yaml.safe_load(path.read_text()) if path.is_file() else None
         except yaml.YAMLError:
             continue  # the parser names a broken config itself
-        backbone = _backbone_entry(data)
-        if isinstance(backbone, str):
-            found.append((path.parent / backbone).expanduser() if not Path(backbone).is_absolute() else Path(backbone))
-    return [p for p in found if p.suffix in (".yaml", ".yml") and p.is_file()]
+        yield path, _backbone_entry(data)
 
 
 def _backbone_entry(data) -> Optional[object]:
