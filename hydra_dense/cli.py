@@ -128,12 +128,9 @@ class HydraDenseCLI(LightningCLI):
                 check_config_file(path)
             except ConfigFileError as err:
                 parser.error(str(err))
-        for path in backbone_files_in_args(argv):
-            try:
-                check_backbone_file(path)
-            except BackboneFileError as err:
-                parser.error(str(err))
         try:
+            for path in backbone_files_in_args(argv):
+                check_backbone_file(path)
             check_inline_plans(argv)
         except BackboneFileError as err:
             parser.error(str(err))

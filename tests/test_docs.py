@@ -56,6 +56,18 @@ def test_link_anchors_name_a_heading():
 
 
 RESULTS = ROOT / "docs" / "results"
+
+
+def _mean_std_shown(values: list[float]) -> str:
+    """``mean ± std`` as README shows it, one decimal each."""
+    return f"{statistics.mean(values):.1f} ± {statistics.stdev(values):.1f}"
+
+
+def _recipe_scores(table: str, recipe: str, column: str = "score") -> list[float]:
+    """Every run's ``column`` of one recipe in a per-run results CSV."""
+    with open(RESULTS / table, newline="") as f:
+        return [float(r[column]) for r in csv.DictReader(f) if r["recipe"] == recipe]
+
 # README's accuracy table: a row (by its first cell), its per-run CSV, the score column, and the runs
 # (column -> value, or a tuple of accepted values) whose mean ± std the row shows
 HEADLINE_ROWS = [
@@ -87,7 +99,7 @@ def test_headline_accuracy_is_the_mean_of_its_runs(first_cell, runs_csv, column,
         scores = [float(r[column]) for r in runs
                   if all(r[k] in (v if isinstance(v, tuple) else (v,)) for k, v in selection.items())]
         assert len(scores) == seeds, f"{runs_csv} has {len(scores)} runs of {selection}, the README row says {seeds}"
-        shown = f"{statistics.mean(scores):.1f} ± {statistics.stdev(scores):.1f}"
+        shown = _mean_std_shown(scores)
         assert shown in rows[0], f"README's {first_cell!r} row does not show {shown} ({selection} in {runs_csv})"
 
 
@@ -183,20 +195,17 @@ def test_readme_numbers_are_their_csvs(text, table, selection, column, shown):
     seeds = shown if isinstance(shown, int) else 1
     assert len(rows) == seeds, f"{table}: {len(rows)} rows match {selection}, the claim is over {seeds}"
     values = [float(r[column]) for r in rows]
-    expected = text.format(f"{statistics.mean(values):.1f} ± {statistics.stdev(values):.1f}" if seeds > 1
-                           else shown.format(values[0]))
+    expected = text.format(_mean_std_shown(values) if seeds > 1 else shown.format(values[0]))
     assert expected in (ROOT / "README.md").read_text(), f"README does not say {expected!r} ({table} {column})"
 
 
 def test_readme_presence_cpu_rows_are_the_mean_and_std_of_their_three_seeds():
-    with open(RESULTS / "context_presence_cpu_runs.csv", newline="") as f:
-        rows = list(csv.DictReader(f))
     shown = {}
     for recipe in ("hydra+mean+dwc7@converted", "local+dwc7@converted", "msa",
                    "vitdet8_msa", "vitdet8_hydra+mean", "vitdet8_hydra+mean@converted", "vitdet8_windows"):
-        scores = [float(r["score"]) for r in rows if r["recipe"] == recipe]
+        scores = _recipe_scores("context_presence_cpu_runs.csv", recipe)
         assert len(scores) == 3, recipe
-        shown[recipe] = f"{statistics.mean(scores):.1f} ± {statistics.stdev(scores):.1f}"
+        shown[recipe] = _mean_std_shown(scores)
     readme = (ROOT / "README.md").read_text()
     text = (f"Linear head, 3 seeds: ViTDet-MSA {shown['vitdet8_msa']} vs MSA {shown['msa']}; all-Hydra "
             f"{shown['hydra+mean+dwc7@converted']}, `local+dwc7` {shown['local+dwc7@converted']}, ViTDet-Hydra "
@@ -209,14 +218,10 @@ def test_readme_headline_gaps_to_msa_for_windows_alone_are_their_csvs():
     """The headline's "windows alone: X and Y mIoU below MSA on the two tracks": MSA trained whole on
     the presence track, MSA's seeds trained at 224² on the relation track, each against windows alone's
     mean trained whole, all under UPerNet."""
-    def scores(table: str, recipe: str) -> list[float]:
-        with open(RESULTS / table, newline="") as f:
-            return [float(r["score"]) for r in csv.DictReader(f) if r["recipe"] == recipe]
-
-    presence = statistics.mean(scores(PRESENCE_WHOLE_UPER, "msa")) - statistics.mean(
-        scores(PRESENCE_WHOLE_UPER, "vitdet8_windows"))
-    relation = statistics.mean(scores(RELATION_UPER, "msa")) - statistics.mean(
-        scores(RELATION_WHOLE_UPER, "vitdet8_windows"))
+    presence = statistics.mean(_recipe_scores(PRESENCE_WHOLE_UPER, "msa")) - statistics.mean(
+        _recipe_scores(PRESENCE_WHOLE_UPER, "vitdet8_windows"))
+    relation = statistics.mean(_recipe_scores(RELATION_UPER, "msa")) - statistics.mean(
+        _recipe_scores(RELATION_WHOLE_UPER, "vitdet8_windows"))
     claim = f"windows alone: {presence:.1f} and {relation:.1f} mIoU below MSA on the two tracks"
     assert claim in " ".join((ROOT / "README.md").read_text().split()), claim
 
