@@ -53,3 +53,9 @@ def test_a_misspelt_plan_key_inside_a_config_names_the_file_and_key_path(capsys,
     line = refusal(capsys, ["--config", config, "--config", extra])
     assert line.startswith(f"error: {extra}: model.init_args.backbone.init_args.plan: unknown attention-plan keys "
                            "['window_sise']")
+
+
+def test_a_misspelt_plan_key_given_as_an_option_names_the_option(capsys, config):
+    line = refusal(capsys, ["--config", config, "--model.init_args.backbone.init_args.plan={window_sise: 8}"])
+    assert line.startswith("error: --model.init_args.backbone.init_args.plan: unknown attention-plan keys "
+                           "['window_sise']")

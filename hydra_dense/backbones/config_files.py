@@ -1,7 +1,8 @@
 """Backbone YAML files checked before the config parser reads them: a misspelt key or an unknown
 attention kind inside a nested ``backbone: file.yaml`` otherwise reaches the user as the parser's
 "Config file loop detected", which names neither the key nor the allowed values. A plan written
-inside a ``--config`` is checked here too, so its error names that file and the key path."""
+inside a ``--config`` is checked here too, so its error names that file and the key path, and a plan
+given as an option names the option."""
 from __future__ import annotations
 
 import difflib
@@ -59,16 +60,27 @@ def check_backbone_file(path: Path) -> None:
         _check_plan(f"{path}: init_args", init_args, resolve=True)
 
 
+_PLAN_OPTION = "--model.init_args.backbone.init_args.plan"
+
+
 def check_inline_plans(args: Iterable[str]) -> None:
     """Raise :class:`BackboneFileError` naming the config and ``model.init_args.backbone.init_args.plan``
-    when a backbone written inside a ``--config`` has a plan with an unknown key or value. Its
-    blocks are counted only when the same mapping gives ``size`` or ``depth`` (another config may
-    set them)."""
+    when a backbone written inside a ``--config`` has a plan with an unknown key or value, or naming
+    the option when ``--model.init_args.backbone.init_args.plan`` has one. A config's plan is
+    resolved over its blocks only when the same mapping gives ``size`` or ``depth`` (another config
+    may set them); an option's plan is not (its blocks are counted when the model is built)."""
+    args = list(args)
     for path, backbone in _config_backbones(args):
         init_args = backbone.get("init_args") if isinstance(backbone, dict) else None
         if isinstance(init_args, dict) and "plan" in init_args:
             _check_plan(f"{path}: model.init_args.backbone.init_args", init_args,
                         resolve="size" in init_args or "depth" in init_args)
+    for value in _option(args, _PLAN_OPTION):
+        try:
+            plan = yaml.safe_load(value)
+        except yaml.YAMLError:
+            continue  # the parser names an unreadable value itself
+        _check_plan(_PLAN_OPTION[:-len(".plan")], {"plan": plan}, resolve=False)
 
 
 def _check_plan(where: str, init_args: dict, resolve: bool) -> None:

@@ -39,3 +39,13 @@ def test_a_plan_written_inside_a_config_is_named_by_its_file_and_key_path(tmp_pa
     config.write_text(backbone + "        size: base\n        plan: {hydra_last: 13}\n")
     with pytest.raises(BackboneFileError, match=r"backbone.init_args.plan: .*hydra_last=13 must be in \[0, 12\]"):
         check_inline_plans(["-c", str(config)])
+
+
+def test_a_plan_given_as_an_option_is_named_by_the_option():
+    option = "--model.init_args.backbone.init_args.plan"
+    with pytest.raises(BackboneFileError, match=rf"^{option}: unknown attention-plan keys \['window_sise'\]"):
+        check_inline_plans(["fit", f"{option}={{window_sise: 8}}"])
+    with pytest.raises(BackboneFileError, match=rf"^{option}: unknown attention 'hydra_nrom'"):
+        check_inline_plans(["fit", option, "hydra_nrom"])
+    # valid plans pass; their blocks are counted when the model is built
+    check_inline_plans(["fit", f"{option}=hydra", f"{option}={{default: msa, hydra_last: 40}}"])
