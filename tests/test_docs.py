@@ -171,8 +171,10 @@ README_NUMBERS = [
     _score("ViTDet-MSA {} (CPU, seed 0; MSA", RELATION, "vitdet8_msa"),
     _score("under UPerNet MSA {} and 90.5, ViTDet-MSA", RELATION_UPER, "msa", seed=0),
     _score("under UPerNet MSA 91.0 and {}, ViTDet-MSA", RELATION_UPER, "msa", seed=1),
-    _score("and 90.5, ViTDet-MSA {}, windows alone", RELATION_UPER, "vitdet8_msa"),
-    _mean_std("windows alone trained at 448² {} (3 seeds)", RELATION_WHOLE_UPER, "vitdet8_windows", 3),
+    _score("and 90.5, ViTDet-MSA {}, trained at 448²", RELATION_UPER, "vitdet8_msa"),
+    _mean_std("trained at 448² windows alone {} (3 seeds) vs MSA", RELATION_WHOLE_UPER, "vitdet8_windows", 3),
+    _score("(3 seeds) vs MSA {} (bin zeroed 91.7),", RELATION_WHOLE_UPER, "msa"),
+    _score("(3 seeds) vs MSA 91.7 (bin zeroed {}),", RELATION_WHOLE_UPER, "msa", column="score_head_pool_zeroed"),
     _score("ViTDet-Hydra converted first {} (seed 0), all-Hydra", RELATION_UPER, "vitdet8_hydra+mean@converted"),
     _score("all-Hydra {} and 63.8, `local+dwc7`", RELATION_UPER, "hydra+mean+dwc7@converted", seed=0),
     _score("all-Hydra 80.1 and {}, `local+dwc7`", RELATION_UPER, "hydra+mean+dwc7@converted", seed=1),
@@ -215,14 +217,17 @@ def test_readme_presence_cpu_rows_are_the_mean_and_std_of_their_three_seeds():
 
 
 def test_readme_headline_gaps_to_msa_for_windows_alone_are_their_csvs():
-    """The headline's "windows alone: X and Y mIoU below MSA on the two tracks": MSA trained whole on
-    the presence track, MSA's seeds trained at 224² on the relation track, each against windows alone's
-    mean trained whole, all under UPerNet."""
-    presence = statistics.mean(_recipe_scores(PRESENCE_WHOLE_UPER, "msa")) - statistics.mean(
-        _recipe_scores(PRESENCE_WHOLE_UPER, "vitdet8_windows"))
-    relation = statistics.mean(_recipe_scores(RELATION_UPER, "msa")) - statistics.mean(
-        _recipe_scores(RELATION_WHOLE_UPER, "vitdet8_windows"))
-    claim = f"windows alone: {presence:.1f} and {relation:.1f} mIoU below MSA on the two tracks"
+    """The headline's "windows alone: X and Y mIoU below MSA on the two tracks": on each track MSA's
+    mean against windows alone's, both trained whole under UPerNet, with the seed counts it names."""
+    gaps, seeds = [], []
+    for table in (PRESENCE_WHOLE_UPER, RELATION_WHOLE_UPER):
+        msa, windows = _recipe_scores(table, "msa"), _recipe_scores(table, "vitdet8_windows")
+        gaps.append(statistics.mean(msa) - statistics.mean(windows))
+        seeds.append((len(windows), len(msa)))
+    assert len(set(seeds)) == 1, f"the tracks' seed counts differ: {seeds}; the headline names one count"
+    (windows_seeds, msa_seeds), = set(seeds)
+    claim = (f"windows alone: {gaps[0]:.1f} and {gaps[1]:.1f} mIoU below MSA on the two tracks (MSA trained "
+             f"alike; {windows_seeds} seeds of windows, {msa_seeds} of MSA)")
     assert claim in " ".join((ROOT / "README.md").read_text().split()), claim
 
 
