@@ -103,9 +103,10 @@ def test_headline_accuracy_is_the_mean_of_its_runs(first_cell, runs_csv, column,
         assert shown in rows[0], f"README's {first_cell!r} row does not show {shown} ({selection} in {runs_csv})"
 
 
-PRESENCE_UPER, PRESENCE_WHOLE_UPER, RELATION, RELATION_UPER, RELATION_WHOLE_UPER = (
+PRESENCE_UPER, PRESENCE_WHOLE_UPER, PRESENCE_WHOLE_UPER_POOL236, RELATION, RELATION_UPER, RELATION_WHOLE_UPER = (
     f"context_{track}_cpu_runs.csv"
-    for track in ("presence_uper", "presence_whole_uper", "relation", "relation_uper", "relation_whole_uper"))
+    for track in ("presence_uper", "presence_whole_uper", "presence_whole_uper_pool236", "relation", "relation_uper",
+                  "relation_whole_uper"))
 
 
 def _score(text: str, table: str, recipe: str, seed: Optional[int] = None, column: str = "score") -> tuple:
@@ -149,8 +150,11 @@ README_NUMBERS = [
     ("(local branch alone: {}x)", "seg_large_table.csv", {"plan": "local+dwc7@converted"}, "speedup_big", "{:.2f}"),
     ("| 92.1 ± 1.9 | {}x @32x224²", "video_demo_table.csv", {"plan": "hydra@converted"}, "speedup_big", "{:.2f}"),
     _mean_std("448²: windows alone {} (3 seeds;", PRESENCE_WHOLE_UPER, "vitdet8_windows", 3),
-    _mean_std("head's global bin zeroed {}) vs MSA", PRESENCE_WHOLE_UPER, "vitdet8_windows", 3,
+    _mean_std("head's global bin zeroed {}, trained without it", PRESENCE_WHOLE_UPER, "vitdet8_windows", 3,
               column="score_head_pool_zeroed"),
+    _score("trained without it {}, far from the cue 75.6)", PRESENCE_WHOLE_UPER_POOL236, "vitdet8_windows"),
+    _score("trained without it 80.4, far from the cue {})", PRESENCE_WHOLE_UPER_POOL236, "vitdet8_windows",
+           column="score_far"),
     _score(") vs MSA {} (bin zeroed 93.3)", PRESENCE_WHOLE_UPER, "msa"),
     _score(") vs MSA 93.3 (bin zeroed {}), ViTDet-Hydra", PRESENCE_WHOLE_UPER, "msa", column="score_head_pool_zeroed"),
     _score("ViTDet-Hydra converted first {}, `local+dwc7` 48.8 (1", PRESENCE_WHOLE_UPER, "vitdet8_hydra+mean@converted"),
