@@ -60,7 +60,9 @@ def check_backbone_file(path: Path) -> None:
         _check_plan(f"{path}: init_args", init_args, resolve=True)
 
 
-_PLAN_OPTION = "--model.init_args.backbone.init_args.plan"
+# where a backbone's arguments sit in a task config, and the option that sets its plan
+_BACKBONE_ARGS = "model.init_args.backbone.init_args"
+_PLAN_OPTION = f"--{_BACKBONE_ARGS}.plan"
 
 
 def check_inline_plans(args: Iterable[str]) -> None:
@@ -73,14 +75,14 @@ def check_inline_plans(args: Iterable[str]) -> None:
     for path, backbone in _config_backbones(args):
         init_args = backbone.get("init_args") if isinstance(backbone, dict) else None
         if isinstance(init_args, dict) and "plan" in init_args:
-            _check_plan(f"{path}: model.init_args.backbone.init_args", init_args,
+            _check_plan(f"{path}: {_BACKBONE_ARGS}", init_args,
                         resolve="size" in init_args or "depth" in init_args)
     for value in _option(args, _PLAN_OPTION):
         try:
             plan = yaml.safe_load(value)
         except yaml.YAMLError:
             continue  # the parser names an unreadable value itself
-        _check_plan(_PLAN_OPTION[:-len(".plan")], {"plan": plan}, resolve=False)
+        _check_plan(f"--{_BACKBONE_ARGS}", {"plan": plan}, resolve=False)
 
 
 def _check_plan(where: str, init_args: dict, resolve: bool) -> None:
