@@ -1,0 +1,131 @@
+"""docs/context.md's per-seed tables (those headed ``| plan | seed | ...``) are their CSVs: every
+number a row shows is its run's in the CSV the paragraph above the table names, rounded as shown,
+a row that sums up seeds shows their mean (± sample std), and every run of the CSV has its row."""
+from __future__ import annotations
+
+import csv
+import math
+import re
+import statistics
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Optional
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+DOC = ROOT / "docs" / "context.md"
+RESULTS = ROOT / "docs" / "results"
+
+# a per-seed table's column -> the CSV columns its cell shows ("a / b" for two); None: a number no
+# CSV keeps (the score at step 150 is read from the run's own metrics log)
+COLUMNS: dict[str, Optional[tuple[str, ...]]] = {
+    "mIoU": ("score",),
+    "global blocks zeroed": ("score_global_zeroed",),
+    "its head's global (1x1) bin zeroed": ("score_head_pool_zeroed",),
+    "near / far mIoU": ("score_near", "score_far"),
+    "digit_plain / digit_cued IoU": ("iou_digit_plain", "iou_digit_cued"),
+    "digit_plain near / far": ("iou_digit_plain_near", "iou_digit_plain_far"),
+    "digit_cued near / far": ("iou_digit_cued_near", "iou_digit_cued_far"),
+    "left / right near the cue": ("iou_left_near", "iou_right_near"),
+    "left / right far from it": ("iou_left_far", "iou_right_far"),
+    "train min": ("train_min",),
+    "step 150": None,
+}
+
+
+@dataclass
+class SeedTable:
+    """One ``| plan | seed | ...`` table of the doc: the CSV named above it, its header and rows (cells)."""
+
+    csv_name: str
+    line: int
+    header: list[str]
+    rows: list[list[str]] = field(default_factory=list)
+
+
+def _cells(line: str) -> list[str]:
+    return [c.strip() for c in line.strip().strip("|").split("|")]
+
+
+def seed_tables(text: str) -> list[SeedTable]:
+    """Every per-seed table of ``text``, each with the last ``docs/results/*.csv`` named before it."""
+    tables, csv_name, current = [], "", None
+    for number, line in enumerate(text.splitlines(), start=1):
+        if current is not None and line.startswith("|"):
+            if not line.startswith("|---"):
+                current.rows.append(_cells(line))
+            continue
+        current = None
+        if line.startswith("| plan | seed |"):
+            current = SeedTable(csv_name, number, _cells(line))
+            tables.append(current)
+        named = re.findall(r"docs/results/(\w+\.csv)", line)
+        csv_name = named[-1] if named else csv_name
+    return tables
+
+
+def _number(text: str) -> str:
+    return text.replace("*", "").strip()
+
+
+def _shown(value: str) -> str:
+    """A CSV value as the doc shows it: one decimal, ``–`` where the run has none."""
+    return "–" if value in ("", "nan") or math.isnan(float(value)) else f"{float(value):.1f}"
+
+
+def _mean_shown(values: list[str], with_std: bool) -> str:
+    """The mean (± sample std) of runs' CSV values as the doc shows it; ``–`` where no run has one."""
+    if all(_shown(v) == "–" for v in values):
+        return "–"
+    numbers = [float(v) for v in values]
+    mean = f"{statistics.mean(numbers):.1f}"
+    return f"{mean} ± {statistics.stdev(numbers):.1f}" if with_std else mean
+
+
+TABLES = seed_tables(DOC.read_text())
+
+
+def test_the_doc_has_per_seed_tables_each_under_its_csv():
+    assert len(TABLES) >= 3, f"{DOC} has {len(TABLES)} per-seed tables"
+    for table in TABLES:
+        assert table.csv_name, f"{DOC}:{table.line}: no docs/results/*.csv is named above this table"
+        assert (RESULTS / table.csv_name).is_file(), f"{DOC}:{table.line}: {table.csv_name} does not exist"
+        unknown = [h for h in table.header[2:] if h not in COLUMNS]
+        assert not unknown, f"{DOC}:{table.line}: columns {unknown} have no CSV columns in COLUMNS"
+
+
+@pytest.mark.parametrize("table", TABLES, ids=[f"line{t.line}:{t.csv_name}" for t in TABLES])
+def test_per_seed_table_shows_its_csv(table: SeedTable):
+    with open(RESULTS / table.csv_name, newline="") as f:
+        runs = list(csv.DictReader(f))
+    shown_runs = set()
+    for cells in table.rows:
+        recipe = re.search(r"`([^`]+)`", cells[0]).group(1)
+        mine = [r for r in runs if r["recipe"] == recipe]
+        if cells[1].isdigit():
+            picked = [r for r in mine if r["seed"] == cells[1]]
+            assert len(picked) == 1, f"{DOC}:{table.line}: {table.csv_name} has {len(picked)} runs of {recipe} seed {cells[1]}"
+            shown_runs.add((recipe, cells[1]))
+        else:
+            counted = re.search(r"(\d+) seeds", cells[0] + " " + cells[1])
+            assert counted, f"{DOC}:{table.line}: row {cells[0]!r} names neither a seed nor a count of seeds"
+            picked = mine
+            assert len(picked) == int(counted.group(1)), (
+                f"{DOC}:{table.line}: the row sums up {counted.group(1)} seeds of {recipe}, {table.csv_name} has {len(picked)}")
+        for name, cell in zip(table.header[2:], cells[2:]):
+            columns = COLUMNS[name]
+            if columns is None or (len(picked) > 1 and cell == ""):
+                continue
+            parts = [_number(p) for p in cell.split(" / ")]
+            assert len(parts) == len(columns), f"{DOC}:{table.line}: {cell!r} in {name!r} should show {columns}"
+            for part, column in zip(parts, columns):
+                if len(picked) == 1:
+                    expected = _shown(picked[0][column])
+                else:
+                    expected = _mean_shown([r[column] for r in picked], with_std="±" in part)
+                assert part == expected, (
+                    f"{DOC}:{table.line}: {recipe} {cells[1] or cells[0]} {name!r} shows {part}, "
+                    f"{table.csv_name}'s {column} gives {expected}")
+    missing = {(r["recipe"], r["seed"]) for r in runs} - shown_runs
+    assert not missing, f"{DOC}:{table.line}: runs of {table.csv_name} with no row: {sorted(missing)}"
