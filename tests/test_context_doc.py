@@ -72,7 +72,8 @@ def seed_tables(text: str) -> list[SeedTable]:
 
 
 def _number(text: str) -> str:
-    return text.replace("*", "").strip()
+    """A cell's number without its bold or a note in brackets ("41.6 (shared)")."""
+    return re.sub(r"\s*\([^)]*\)", "", text.replace("*", "")).strip()
 
 
 def _shown(value: str) -> str:
@@ -122,6 +123,7 @@ def test_per_seed_table_shows_its_csv(table: SeedTable):
             if columns is None or (len(picked) > 1 and cell == ""):
                 continue
             parts = [_number(p) for p in cell.split(" / ")]
+            parts = parts * len(columns) if parts == ["–"] else parts  # one dash: none of the columns has a value
             assert len(parts) == len(columns), f"{DOC}:{table.line}: {cell!r} in {name!r} should show {columns}"
             for part, column in zip(parts, columns):
                 if len(picked) == 1:
