@@ -53,9 +53,9 @@ def _cells(line: str) -> list[str]:
     return [c.strip() for c in line.strip().strip("|").split("|")]
 
 
-def seed_tables(text: str) -> list[SeedTable]:
-    """Every per-seed table of ``text``, each with the last ``docs/results/*_runs.csv`` (one row a run)
-    named before it."""
+def seed_tables(text: str, header: str = "| plan | seed |") -> list[SeedTable]:
+    """Every table of ``text`` whose header starts with ``header``, each with the last
+    ``docs/results/*_runs.csv`` (one row a run) named before it."""
     tables, csv_name, current = [], "", None
     for number, line in enumerate(text.splitlines(), start=1):
         if current is not None and line.startswith("|"):
@@ -63,7 +63,7 @@ def seed_tables(text: str) -> list[SeedTable]:
                 current.rows.append(_cells(line))
             continue
         current = None
-        if line.startswith("| plan | seed |"):
+        if line.startswith(header):
             current = SeedTable(csv_name, number, _cells(line))
             tables.append(current)
         named = re.findall(r"docs/results/(\w+_runs\.csv)", line)
@@ -91,6 +91,8 @@ def _mean_shown(values: list[str], with_std: bool) -> str:
 
 
 TABLES = seed_tables(DOC.read_text())
+# tables of seeds summed up in a row (``| plan | seeds | mIoU | ...``: "63.3 ± 0.5 (63.3 / 63.8 / 62.8)")
+SEEDS_TABLES = seed_tables(DOC.read_text(), header="| plan | seeds | mIoU |")
 
 
 def test_the_doc_has_per_seed_tables_each_under_its_csv():
@@ -144,3 +146,23 @@ def test_every_run_of_a_tabled_csv_has_its_row():
         with open(RESULTS / csv_name, newline="") as f:
             missing = {(r["recipe"], r["seed"]) for r in csv.DictReader(f)} - rows
         assert not missing, f"{DOC}: runs of {csv_name} with no row in its tables: {sorted(missing)}"
+
+
+@pytest.mark.parametrize("table", SEEDS_TABLES, ids=[f"line{t.line}:{t.csv_name}" for t in SEEDS_TABLES])
+def test_seeds_table_mious_are_their_runs(table: SeedTable):
+    """The mIoU cell of a row over seeds: one seed's score, or ``mean ± std (each seed's, in order)``."""
+    with open(RESULTS / table.csv_name, newline="") as f:
+        runs = list(csv.DictReader(f))
+    assert table.rows, f"{DOC}:{table.line}: an empty table"
+    for cells in table.rows:
+        recipe = re.search(r"`([^`]+)`", cells[0]).group(1)
+        seeds = [s.strip() for s in cells[1].split(",")]
+        scores = []
+        for seed in seeds:
+            picked = [r["score"] for r in runs if r["recipe"] == recipe and r["seed"] == seed]
+            assert len(picked) == 1, f"{DOC}:{table.line}: {table.csv_name} has {len(picked)} runs of {recipe} seed {seed}"
+            scores += picked
+        shown = _number(cells[2].split(";")[0]) if len(seeds) == 1 else cells[2].split(";")[0].strip()
+        each = " / ".join(_shown(v) for v in scores)
+        expected = _shown(scores[0]) if len(seeds) == 1 else f"{_mean_shown(scores, with_std=True)} ({each})"
+        assert shown == expected, f"{DOC}:{table.line}: {recipe} seeds {cells[1]} show {shown!r}, {table.csv_name} gives {expected!r}"
