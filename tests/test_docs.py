@@ -103,10 +103,11 @@ def test_headline_accuracy_is_the_mean_of_its_runs(first_cell, runs_csv, column,
         assert shown in rows[0], f"README's {first_cell!r} row does not show {shown} ({selection} in {runs_csv})"
 
 
-PRESENCE_UPER, PRESENCE_WHOLE_UPER, PRESENCE_WHOLE_UPER_POOL236, RELATION, RELATION_UPER, RELATION_WHOLE_UPER = (
+(PRESENCE_UPER, PRESENCE_WHOLE_UPER, PRESENCE_WHOLE_UPER_POOL236, RELATION, RELATION_UPER, RELATION_WHOLE_UPER,
+ RELATION_WHOLE_UPER_POOL236) = (
     f"context_{track}_cpu_runs.csv"
     for track in ("presence_uper", "presence_whole_uper", "presence_whole_uper_pool236", "relation", "relation_uper",
-                  "relation_whole_uper"))
+                  "relation_whole_uper", "relation_whole_uper_pool236"))
 
 
 def _score(text: str, table: str, recipe: str, seed: Optional[int] = None, column: str = "score") -> tuple:
@@ -181,6 +182,7 @@ README_NUMBERS = [
     _mean_std("trained at 448² windows alone {} (3 seeds) vs MSA", RELATION_WHOLE_UPER, "vitdet8_windows", 3),
     _score("(3 seeds) vs MSA {} (bin zeroed 91.7),", RELATION_WHOLE_UPER, "msa"),
     _score("(3 seeds) vs MSA 91.7 (bin zeroed {}),", RELATION_WHOLE_UPER, "msa", column="score_head_pool_zeroed"),
+    _score("windows alone trained without the bin {} (1 seed)", RELATION_WHOLE_UPER_POOL236, "vitdet8_windows"),
     _score("ViTDet-Hydra converted first {} (seed 0), all-Hydra", RELATION_UPER, "vitdet8_hydra+mean@converted"),
     _score("all-Hydra {} and 63.8, `local+dwc7`", RELATION_UPER, "hydra+mean+dwc7@converted", seed=0),
     _score("all-Hydra 80.1 and {}, `local+dwc7`", RELATION_UPER, "hydra+mean+dwc7@converted", seed=1),
