@@ -1,7 +1,8 @@
 """docs/context.md's per-seed tables (those headed ``| plan | seed | ...``) are their CSVs: every
-number a row shows is its run's in the CSV the paragraph above the table names, rounded as shown,
-a row that sums up seeds shows their mean (± sample std), and every run of such a CSV has its row in
-one of the tables that name it."""
+number a row shows is its run's in the runs CSV the paragraph above the table names, rounded as
+shown, a row that sums up seeds shows their mean (± sample std), and every run of such a CSV has its
+row in one of the tables that name it. Tables with the seeds in one row (``| plan | seeds | mIoU |``)
+show their runs' mIoU as ``mean ± std (each seed's)``."""
 from __future__ import annotations
 
 import csv
@@ -71,6 +72,16 @@ def seed_tables(text: str, header: str = "| plan | seed |") -> list[SeedTable]:
     return tables
 
 
+def _recipe(cells: list[str]) -> str:
+    """The plan a row is about: the first name in backticks of its first cell."""
+    return re.search(r"`([^`]+)`", cells[0]).group(1)
+
+
+def _runs(csv_name: str) -> list[dict[str, str]]:
+    with open(RESULTS / csv_name, newline="") as f:
+        return list(csv.DictReader(f))
+
+
 def _number(text: str) -> str:
     """A cell's number without its bold or a note in brackets ("41.6 (shared)")."""
     return re.sub(r"\s*\([^)]*\)", "", text.replace("*", "")).strip()
@@ -96,30 +107,32 @@ SEEDS_TABLES = seed_tables(DOC.read_text(), header="| plan | seeds | mIoU |")
 
 
 def test_the_doc_has_per_seed_tables_each_under_its_csv():
-    assert len(TABLES) >= 3, f"{DOC} has {len(TABLES)} per-seed tables"
-    for table in TABLES:
+    assert len(TABLES) >= 3 and len(SEEDS_TABLES) >= 2, f"{DOC} has {len(TABLES)} + {len(SEEDS_TABLES)} tables"
+    for table in TABLES + SEEDS_TABLES:
         assert table.csv_name, f"{DOC}:{table.line}: no docs/results/*_runs.csv is named above this table"
         assert (RESULTS / table.csv_name).is_file(), f"{DOC}:{table.line}: {table.csv_name} does not exist"
+    for table in TABLES:
         unknown = [h for h in table.header[2:] if h not in COLUMNS]
         assert not unknown, f"{DOC}:{table.line}: columns {unknown} have no CSV columns in COLUMNS"
 
 
 @pytest.mark.parametrize("table", TABLES, ids=[f"line{t.line}:{t.csv_name}" for t in TABLES])
 def test_per_seed_table_shows_its_csv(table: SeedTable):
-    with open(RESULTS / table.csv_name, newline="") as f:
-        runs = list(csv.DictReader(f))
+    runs = _runs(table.csv_name)
     for cells in table.rows:
-        recipe = re.search(r"`([^`]+)`", cells[0]).group(1)
+        recipe = _recipe(cells)
         mine = [r for r in runs if r["recipe"] == recipe]
         if cells[1].isdigit():
             picked = [r for r in mine if r["seed"] == cells[1]]
-            assert len(picked) == 1, f"{DOC}:{table.line}: {table.csv_name} has {len(picked)} runs of {recipe} seed {cells[1]}"
+            assert len(picked) == 1, (
+                f"{DOC}:{table.line}: {table.csv_name} has {len(picked)} runs of {recipe} seed {cells[1]}")
         else:
             counted = re.search(r"(\d+) seeds", cells[0] + " " + cells[1])
             assert counted, f"{DOC}:{table.line}: row {cells[0]!r} names neither a seed nor a count of seeds"
             picked = mine
             assert len(picked) == int(counted.group(1)), (
-                f"{DOC}:{table.line}: the row sums up {counted.group(1)} seeds of {recipe}, {table.csv_name} has {len(picked)}")
+                f"{DOC}:{table.line}: the row sums up {counted.group(1)} seeds of {recipe}, "
+                f"{table.csv_name} has {len(picked)}")
         for name, cell in zip(table.header[2:], cells[2:]):
             columns = COLUMNS[name]
             if columns is None or (len(picked) > 1 and cell == ""):
@@ -141,28 +154,28 @@ def test_every_run_of_a_tabled_csv_has_its_row():
     shown: dict[str, set[tuple[str, str]]] = {}
     for table in TABLES:
         shown.setdefault(table.csv_name, set()).update(
-            (re.search(r"`([^`]+)`", cells[0]).group(1), cells[1]) for cells in table.rows if cells[1].isdigit())
+            (_recipe(cells), cells[1]) for cells in table.rows if cells[1].isdigit())
     for csv_name, rows in shown.items():
-        with open(RESULTS / csv_name, newline="") as f:
-            missing = {(r["recipe"], r["seed"]) for r in csv.DictReader(f)} - rows
+        missing = {(r["recipe"], r["seed"]) for r in _runs(csv_name)} - rows
         assert not missing, f"{DOC}: runs of {csv_name} with no row in its tables: {sorted(missing)}"
 
 
 @pytest.mark.parametrize("table", SEEDS_TABLES, ids=[f"line{t.line}:{t.csv_name}" for t in SEEDS_TABLES])
 def test_seeds_table_mious_are_their_runs(table: SeedTable):
     """The mIoU cell of a row over seeds: one seed's score, or ``mean ± std (each seed's, in order)``."""
-    with open(RESULTS / table.csv_name, newline="") as f:
-        runs = list(csv.DictReader(f))
+    runs = _runs(table.csv_name)
     assert table.rows, f"{DOC}:{table.line}: an empty table"
     for cells in table.rows:
-        recipe = re.search(r"`([^`]+)`", cells[0]).group(1)
+        recipe = _recipe(cells)
         seeds = [s.strip() for s in cells[1].split(",")]
         scores = []
         for seed in seeds:
             picked = [r["score"] for r in runs if r["recipe"] == recipe and r["seed"] == seed]
-            assert len(picked) == 1, f"{DOC}:{table.line}: {table.csv_name} has {len(picked)} runs of {recipe} seed {seed}"
+            assert len(picked) == 1, (
+                f"{DOC}:{table.line}: {table.csv_name} has {len(picked)} runs of {recipe} seed {seed}")
             scores += picked
         shown = _number(cells[2].split(";")[0]) if len(seeds) == 1 else cells[2].split(";")[0].strip()
         each = " / ".join(_shown(v) for v in scores)
         expected = _shown(scores[0]) if len(seeds) == 1 else f"{_mean_shown(scores, with_std=True)} ({each})"
-        assert shown == expected, f"{DOC}:{table.line}: {recipe} seeds {cells[1]} show {shown!r}, {table.csv_name} gives {expected!r}"
+        assert shown == expected, (
+            f"{DOC}:{table.line}: {recipe} seeds {cells[1]} show {shown!r}, {table.csv_name} gives {expected!r}")
