@@ -5,19 +5,18 @@ row in one of the tables that name it. Tables with the seeds in one row (``| pla
 show their runs' mIoU as ``mean ± std (each seed's)``."""
 from __future__ import annotations
 
-import csv
 import math
 import re
 import statistics
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Optional
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+from tests.helpers.results_csv import RESULTS, mean_std_shown, read_results
+from tests.helpers.tiny_runs import ROOT
+
 DOC = ROOT / "docs" / "context.md"
-RESULTS = ROOT / "docs" / "results"
 
 # a per-seed table's column -> the CSV columns its cell shows ("a / b" for two); None: a number no
 # CSV keeps (the score at step 150 is read from the run's own metrics log)
@@ -77,11 +76,6 @@ def _recipe(cells: list[str]) -> str:
     return re.search(r"`([^`]+)`", cells[0]).group(1)
 
 
-def _runs(csv_name: str) -> list[dict[str, str]]:
-    with open(RESULTS / csv_name, newline="") as f:
-        return list(csv.DictReader(f))
-
-
 def _number(text: str) -> str:
     """A cell's number without its bold or a note in brackets ("41.6 (shared)")."""
     return re.sub(r"\s*\([^)]*\)", "", text.replace("*", "")).strip()
@@ -97,8 +91,7 @@ def _mean_shown(values: list[str], with_std: bool) -> str:
     if all(_shown(v) == "–" for v in values):
         return "–"
     numbers = [float(v) for v in values]
-    mean = f"{statistics.mean(numbers):.1f}"
-    return f"{mean} ± {statistics.stdev(numbers):.1f}" if with_std else mean
+    return mean_std_shown(numbers) if with_std else f"{statistics.mean(numbers):.1f}"
 
 
 TABLES = seed_tables(DOC.read_text())
@@ -118,7 +111,7 @@ def test_the_doc_has_per_seed_tables_each_under_its_csv():
 
 @pytest.mark.parametrize("table", TABLES, ids=[f"line{t.line}:{t.csv_name}" for t in TABLES])
 def test_per_seed_table_shows_its_csv(table: SeedTable):
-    runs = _runs(table.csv_name)
+    runs = read_results(table.csv_name)
     for cells in table.rows:
         recipe = _recipe(cells)
         mine = [r for r in runs if r["recipe"] == recipe]
@@ -156,14 +149,14 @@ def test_every_run_of_a_tabled_csv_has_its_row():
         shown.setdefault(table.csv_name, set()).update(
             (_recipe(cells), cells[1]) for cells in table.rows if cells[1].isdigit())
     for csv_name, rows in shown.items():
-        missing = {(r["recipe"], r["seed"]) for r in _runs(csv_name)} - rows
+        missing = {(r["recipe"], r["seed"]) for r in read_results(csv_name)} - rows
         assert not missing, f"{DOC}: runs of {csv_name} with no row in its tables: {sorted(missing)}"
 
 
 @pytest.mark.parametrize("table", SEEDS_TABLES, ids=[f"line{t.line}:{t.csv_name}" for t in SEEDS_TABLES])
-def test_seeds_table_mious_are_their_runs(table: SeedTable):
+def test_seeds_table_mious_are_theirread_results(table: SeedTable):
     """The mIoU cell of a row over seeds: one seed's score, or ``mean ± std (each seed's, in order)``."""
-    runs = _runs(table.csv_name)
+    runs = read_results(table.csv_name)
     assert table.rows, f"{DOC}:{table.line}: an empty table"
     for cells in table.rows:
         recipe = _recipe(cells)

@@ -1,5 +1,4 @@
 """The README and docs/ name only files that exist, and every shipped YAML builds."""
-import csv
 import glob
 import re
 import statistics
@@ -7,6 +6,7 @@ from typing import Optional
 
 import pytest
 
+from tests.helpers.results_csv import mean_std_shown, read_results
 from tests.helpers.tiny_runs import ROOT
 
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
@@ -55,18 +55,12 @@ def test_link_anchors_name_a_heading():
     assert not broken, f"links to headings that do not exist: {broken}"
 
 
-RESULTS = ROOT / "docs" / "results"
 
-
-def _mean_std_shown(values: list[float]) -> str:
-    """``mean ± std`` as README shows it, one decimal each."""
-    return f"{statistics.mean(values):.1f} ± {statistics.stdev(values):.1f}"
 
 
 def _recipe_scores(table: str, recipe: str, column: str = "score") -> list[float]:
     """Every run's ``column`` of one recipe in a per-run results CSV."""
-    with open(RESULTS / table, newline="") as f:
-        return [float(r[column]) for r in csv.DictReader(f) if r["recipe"] == recipe]
+    return [float(r[column]) for r in read_results(table) if r["recipe"] == recipe]
 
 # README's accuracy table: a row (by its first cell), its per-run CSV, the score column, and the runs
 # (column -> value, or a tuple of accepted values) whose mean ± std the row shows
@@ -93,13 +87,12 @@ def test_headline_accuracy_is_the_mean_of_its_runs(first_cell, runs_csv, column,
     assert len(rows) == 1, f"README has {len(rows)} accuracy rows starting {first_cell!r}"
     stated = re.search(r"(\d+) seeds \|", rows[0])
     seeds = int(stated.group(1)) if stated else 3
-    with open(RESULTS / runs_csv, newline="") as f:
-        runs = list(csv.DictReader(f))
+    runs = read_results(runs_csv)
     for selection in selections:
         scores = [float(r[column]) for r in runs
                   if all(r[k] in (v if isinstance(v, tuple) else (v,)) for k, v in selection.items())]
         assert len(scores) == seeds, f"{runs_csv} has {len(scores)} runs of {selection}, the README row says {seeds}"
-        shown = _mean_std_shown(scores)
+        shown = mean_std_shown(scores)
         assert shown in rows[0], f"README's {first_cell!r} row does not show {shown} ({selection} in {runs_csv})"
 
 
@@ -129,8 +122,7 @@ def _speed(text: str, table: str, attention: str, mode: str) -> tuple:
 def _speed_pair(text: str, table: str, attention: str) -> list[tuple]:
     """Both halves of an inference / training README speed claim (``text`` has a slot for each), each
     checked on its own with the other half filled in from the CSV."""
-    with open(RESULTS / table, newline="") as f:
-        speed = {r["mode"]: float(r["speedup_vs_msa"]) for r in csv.DictReader(f) if r["attention"] == attention}
+    speed = {r["mode"]: float(r["speedup_vs_msa"]) for r in read_results(table) if r["attention"] == attention}
     return [_speed(text.format("{}", f"{speed['train']:.2f}"), table, attention, "infer"),
             _speed(text.format(f"{speed['infer']:.2f}", "{}"), table, attention, "train")]
 
@@ -200,12 +192,11 @@ README_NUMBERS = [
 
 @pytest.mark.parametrize("text, table, selection, column, shown", README_NUMBERS, ids=[r[0][:40] for r in README_NUMBERS])
 def test_readme_numbers_are_their_csvs(text, table, selection, column, shown):
-    with open(RESULTS / table, newline="") as f:
-        rows = [r for r in csv.DictReader(f) if all(r[k] == v for k, v in selection.items())]
+    rows = [r for r in read_results(table) if all(r[k] == v for k, v in selection.items())]
     seeds = shown if isinstance(shown, int) else 1
     assert len(rows) == seeds, f"{table}: {len(rows)} rows match {selection}, the claim is over {seeds}"
     values = [float(r[column]) for r in rows]
-    expected = text.format(_mean_std_shown(values) if seeds > 1 else shown.format(values[0]))
+    expected = text.format(mean_std_shown(values) if seeds > 1 else shown.format(values[0]))
     assert expected in (ROOT / "README.md").read_text(), f"README does not say {expected!r} ({table} {column})"
 
 
@@ -215,7 +206,7 @@ def test_readme_presence_cpu_rows_are_the_mean_and_std_of_their_three_seeds():
                    "vitdet8_msa", "vitdet8_hydra+mean", "vitdet8_hydra+mean@converted", "vitdet8_windows"):
         scores = _recipe_scores("context_presence_cpu_runs.csv", recipe)
         assert len(scores) == 3, recipe
-        shown[recipe] = _mean_std_shown(scores)
+        shown[recipe] = mean_std_shown(scores)
     readme = (ROOT / "README.md").read_text()
     text = (f"Linear head, 3 seeds: ViTDet-MSA {shown['vitdet8_msa']} vs MSA {shown['msa']}; all-Hydra "
             f"{shown['hydra+mean+dwc7@converted']}, `local+dwc7` {shown['local+dwc7@converted']}, ViTDet-Hydra "
