@@ -96,11 +96,10 @@ def test_headline_accuracy_is_the_mean_of_its_runs(first_cell, runs_csv, column,
         assert shown in rows[0], f"README's {first_cell!r} row does not show {shown} ({selection} in {runs_csv})"
 
 
-(PRESENCE_UPER, PRESENCE_WHOLE_UPER, PRESENCE_WHOLE_UPER_POOL236, RELATION, RELATION_UPER, RELATION_WHOLE_UPER,
- RELATION_WHOLE_UPER_POOL236) = (
+PRESENCE_WHOLE_UPER, PRESENCE_WHOLE_UPER_POOL236, RELATION, RELATION_WHOLE_UPER, RELATION_WHOLE_UPER_POOL236 = (
     f"context_{track}_cpu_runs.csv"
-    for track in ("presence_uper", "presence_whole_uper", "presence_whole_uper_pool236", "relation", "relation_uper",
-                  "relation_whole_uper", "relation_whole_uper_pool236"))
+    for track in ("presence_whole_uper", "presence_whole_uper_pool236", "relation", "relation_whole_uper",
+                  "relation_whole_uper_pool236"))
 
 
 def _score(text: str, table: str, recipe: str, seed: Optional[int] = None, column: str = "score") -> tuple:
@@ -110,7 +109,7 @@ def _score(text: str, table: str, recipe: str, seed: Optional[int] = None, colum
 
 
 def _mean_std(text: str, table: str, recipe: str, seeds: int, column: str = "score") -> tuple:
-    """A README claim of ``mean ± std`` over a recipe's ``seeds`` rows of a context track's per-run CSV."""
+    """A README claim of ``mean ± std`` over a recipe's ``seeds`` rows of a per-run results CSV."""
     return text, table, {"recipe": recipe}, column, seeds
 
 
@@ -142,51 +141,23 @@ README_NUMBERS = [
      "speedup_big", "{:.2f}"),
     ("(local branch alone: {}x)", "seg_large_table.csv", {"plan": "local+dwc7@converted"}, "speedup_big", "{:.2f}"),
     ("| 92.1 ± 1.9 | {}x @32x224²", "video_demo_table.csv", {"plan": "hydra@converted"}, "speedup_big", "{:.2f}"),
-    _mean_std("448²: windows alone {} (3 seeds;", PRESENCE_WHOLE_UPER, "vitdet8_windows", 3),
-    _mean_std("head's global bin zeroed {}; trained without it", PRESENCE_WHOLE_UPER, "vitdet8_windows", 3,
-              column="score_head_pool_zeroed"),
-    _mean_std("trained without it {}, far from the cue", PRESENCE_WHOLE_UPER_POOL236, "vitdet8_windows", 2),
-    _mean_std(", far from the cue {}, 2 seeds)", PRESENCE_WHOLE_UPER_POOL236, "vitdet8_windows", 2,
-              column="score_far"),
-    _score(") vs MSA {} and 93.4 (bin zeroed", PRESENCE_WHOLE_UPER, "msa", seed=0),
-    _score(") vs MSA 93.3 and {} (bin zeroed", PRESENCE_WHOLE_UPER, "msa", seed=1),
-    _score("(bin zeroed {} and 93.4), ViTDet-Hydra", PRESENCE_WHOLE_UPER, "msa", seed=0, column="score_head_pool_zeroed"),
-    _score("(bin zeroed 93.3 and {}), ViTDet-Hydra", PRESENCE_WHOLE_UPER, "msa", seed=1, column="score_head_pool_zeroed"),
-    _score("ViTDet-Hydra converted first {}, `local+dwc7` 48.8 (1", PRESENCE_WHOLE_UPER, "vitdet8_hydra+mean@converted"),
-    _score("converted first 82.5, `local+dwc7` {} (1 seed each).", PRESENCE_WHOLE_UPER, "local+dwc7@converted"),
-    _score("224²: ViTDet-MSA {}, 93.3 vs MSA", PRESENCE_UPER, "vitdet8_msa", seed=0),
-    _score("224²: ViTDet-MSA 93.0, {} vs MSA", PRESENCE_UPER, "vitdet8_msa", seed=1),
-    _score("93.3 vs MSA {}, ViTDet-Hydra", PRESENCE_UPER, "msa"),
-    _score("converted first {}, 90.4, 49.2 (seeds 0–2)", PRESENCE_UPER, "vitdet8_hydra+mean@converted", seed=0),
-    _score("converted first 92.9, {}, 49.2 (seeds 0–2)", PRESENCE_UPER, "vitdet8_hydra+mean@converted", seed=1),
-    _score("converted first 92.9, 90.4, {} (seeds 0–2)", PRESENCE_UPER, "vitdet8_hydra+mean@converted", seed=2),
-    _score("all-Hydra {} and `local+dwc7` 48.5 (context-blind)", PRESENCE_UPER, "hydra+mean+dwc7@converted"),
-    _score("and `local+dwc7` {} (context-blind)", PRESENCE_UPER, "local+dwc7@converted"),
-    _score("`local+dwc7` {}, all-Hydra 57.1", RELATION, "local+dwc7@converted", seed=0),
-    _score("(converted first 55.5) vs MSA {}, ViTDet-MSA", RELATION, "msa", seed=0),
-    _score("all-Hydra {}, ViTDet-Hydra 57.5 (converted", RELATION, "hydra+mean+dwc7@converted", seed=0),
-    _score("ViTDet-Hydra {} (converted first 55.5)", RELATION, "vitdet8_hydra+mean"),
-    _score("ViTDet-Hydra 57.5 (converted first {}) vs MSA", RELATION, "vitdet8_hydra+mean@converted"),
-    _score("ViTDet-MSA {} (CPU, seed 0; MSA", RELATION, "vitdet8_msa"),
-    _score("under UPerNet MSA {} and 90.5, ViTDet-MSA", RELATION_UPER, "msa", seed=0),
-    _score("under UPerNet MSA 91.0 and {}, ViTDet-MSA", RELATION_UPER, "msa", seed=1),
-    _score("and 90.5, ViTDet-MSA {}, trained at 448²", RELATION_UPER, "vitdet8_msa"),
-    _mean_std("trained at 448² windows alone {} (3 seeds) vs MSA", RELATION_WHOLE_UPER, "vitdet8_windows", 3),
-    _score("(3 seeds) vs MSA {} (bin zeroed 91.7),", RELATION_WHOLE_UPER, "msa"),
-    _score("(3 seeds) vs MSA 91.7 (bin zeroed {}),", RELATION_WHOLE_UPER, "msa", column="score_head_pool_zeroed"),
-    _score("windows alone trained without the bin {} (1 seed)", RELATION_WHOLE_UPER_POOL236, "vitdet8_windows"),
-    _score("ViTDet-Hydra converted first {} (seed 0), all-Hydra", RELATION_UPER, "vitdet8_hydra+mean@converted"),
-    _score("all-Hydra {} and 63.8, `local+dwc7`", RELATION_UPER, "hydra+mean+dwc7@converted", seed=0),
-    _score("all-Hydra 80.1 and {}, `local+dwc7`", RELATION_UPER, "hydra+mean+dwc7@converted", seed=1),
-    _score("`local+dwc7` {} and 75.9 (seeds 0, 1)", RELATION_UPER, "local+dwc7@converted", seed=0),
-    _score("`local+dwc7` 60.9 and {} (seeds 0, 1)", RELATION_UPER, "local+dwc7@converted", seed=1),
-    *_speed_pair("ViTDet-MSA {}x inference, {}x training, ViTDet-Hydra", "context_speed_cpu.csv", "vitdet8_msa"),
-    _speed("H200: {}x inference, 1.21x training", "context_speed_h200.csv", "vitdet8_msa", "infer"),
-    _speed("H200: 1.52x inference, {}x training", "context_speed_h200.csv", "local+dwc7", "train"),
-    *_speed_pair("ViTDet-Hydra {}x / {}x, windows", "context_speed_cpu.csv", "vitdet8_hydra+mean"),
-    *_speed_pair("1.21x training and {}x / {}x, windows", "context_speed_h200.csv", "vitdet8_hydra+mean"),
-    *_speed_pair("windows alone {}x / {}x (CPU)", "context_speed_cpu.csv", "vitdet8_windows"),
-    *_speed_pair("windows alone {}x / {}x |", "context_speed_h200.csv", "vitdet8_windows"),
+    # which backbone for which task: a row's accuracy cell and its speed cell
+    _mean_std("| {} vs 48.0 ± 2.5 (large-token track, 3 seeds)", "seg_large_runs.csv", "local+dwc7@converted", 3),
+    _mean_std("47.7 ± 0.5 vs {} (large-token track, 3 seeds)", "seg_large_runs.csv", "msa", 3),
+    ("| {}x (CPU); H200: 1.52x", "seg_large_table.csv", {"plan": "local+dwc7@converted"}, "speedup_big", "{:.2f}"),
+    *_speed_pair("2.20x (CPU); H200: {}x / {}x |", "context_speed_h200.csv", "local+dwc7"),
+    *_speed_pair("| {}x / {}x (CPU); H200: 1.05x", "context_speed_cpu.csv", "vitdet8_msa"),
+    *_speed_pair("1.88x (CPU); H200: {}x / {}x |", "context_speed_h200.csv", "vitdet8_msa"),
+    _mean_std("| {} vs 93.4 ± 0.1 (3 seeds; MSA 2)", PRESENCE_WHOLE_UPER, "vitdet8_windows", 3),
+    _mean_std("92.6 ± 0.1 vs {} (3 seeds; MSA 2)", PRESENCE_WHOLE_UPER, "msa", 2),
+    _mean_std("trained without the head's 1x1 bin {} (2 seeds)", PRESENCE_WHOLE_UPER_POOL236, "vitdet8_windows", 2),
+    *_speed_pair("| {}x / {}x (CPU); H200: 1.07x", "context_speed_cpu.csv", "vitdet8_windows"),
+    *_speed_pair("3.19x (CPU); H200: {}x / {}x |", "context_speed_h200.csv", "vitdet8_windows"),
+    _score("linear head: ViTDet-MSA {} vs MSA 62.3 (seed 0)", RELATION, "vitdet8_msa"),
+    _score("linear head: ViTDet-MSA 62.9 vs MSA {} (seed 0)", RELATION, "msa", seed=0),
+    _mean_std("| {} vs 91.7 (3 seeds; MSA 1)", RELATION_WHOLE_UPER, "vitdet8_windows", 3),
+    _score("88.5 ± 0.7 vs {} (3 seeds; MSA 1)", RELATION_WHOLE_UPER, "msa"),
+    _score("trained without the bin {} (1 seed)", RELATION_WHOLE_UPER_POOL236, "vitdet8_windows"),
 ]
 
 
@@ -200,34 +171,34 @@ def test_readme_numbers_are_their_csvs(text, table, selection, column, shown):
     assert expected in (ROOT / "README.md").read_text(), f"README does not say {expected!r} ({table} {column})"
 
 
-def test_readme_presence_cpu_rows_are_the_mean_and_std_of_their_three_seeds():
+def test_readme_presence_linear_head_cell_is_the_mean_and_std_of_three_seeds():
     shown = {}
-    for recipe in ("hydra+mean+dwc7@converted", "local+dwc7@converted", "msa",
-                   "vitdet8_msa", "vitdet8_hydra+mean", "vitdet8_hydra+mean@converted", "vitdet8_windows"):
+    for recipe in ("local+dwc7@converted", "msa", "vitdet8_msa", "vitdet8_windows"):
         scores = _recipe_scores("context_presence_cpu_runs.csv", recipe)
         assert len(scores) == 3, recipe
         shown[recipe] = mean_std_shown(scores)
-    readme = (ROOT / "README.md").read_text()
-    text = (f"Linear head, 3 seeds: ViTDet-MSA {shown['vitdet8_msa']} vs MSA {shown['msa']}; all-Hydra "
-            f"{shown['hydra+mean+dwc7@converted']}, `local+dwc7` {shown['local+dwc7@converted']}, ViTDet-Hydra "
-            f"{shown['vitdet8_hydra+mean']} (converted first {shown['vitdet8_hydra+mean@converted']}), windows alone "
-            f"{shown['vitdet8_windows']} |")
-    assert text in readme, text
+    text = (f"head with no global pool (linear), 3 seeds: {shown['vitdet8_msa']} vs {shown['msa']}; without global "
+            f"attention (`local+dwc7`, windows alone) {shown['local+dwc7@converted']}, {shown['vitdet8_windows']} |")
+    assert text in (ROOT / "README.md").read_text(), text
+
+
+def test_readme_relation_linear_head_gaps_of_local_dwc7_to_msa_are_per_seed():
+    msa = {r["seed"]: float(r["score"]) for r in read_results(RELATION) if r["recipe"] == "msa"}
+    local = {r["seed"]: float(r["score"]) for r in read_results(RELATION) if r["recipe"] == "local+dwc7@converted"}
+    seeds = sorted(set(msa) & set(local))
+    assert seeds == ["0", "1"], f"{RELATION}: MSA and `local+dwc7` share seeds {seeds}"
+    gaps = " and ".join(f"{msa[s] - local[s]:.1f}" for s in seeds)
+    text = f"`local+dwc7` {gaps} below MSA (seeds {', '.join(seeds)})"
+    assert text in (ROOT / "README.md").read_text(), text
 
 
 def test_readme_headline_gaps_to_msa_for_windows_alone_are_their_csvs():
-    """The headline's "windows alone: X and Y mIoU below MSA on the two tracks": on each track MSA's
-    mean against windows alone's, both trained whole under UPerNet, with the seed counts it names."""
-    gaps, windows_seeds, msa_seeds = [], set(), []
-    for table in (PRESENCE_WHOLE_UPER, RELATION_WHOLE_UPER):
-        msa, windows = _recipe_scores(table, "msa"), _recipe_scores(table, "vitdet8_windows")
-        gaps.append(statistics.mean(msa) - statistics.mean(windows))
-        windows_seeds.add(len(windows))
-        msa_seeds.append(len(msa))
-    assert len(windows_seeds) == 1, f"windows alone's seed counts differ between the tracks: {windows_seeds}"
-    msa_count = " and ".join(dict.fromkeys(map(str, msa_seeds)))  # "1" when both tracks have one, else "2 and 1"
-    claim = (f"windows alone: {gaps[0]:.1f} and {gaps[1]:.1f} mIoU below MSA on the two tracks (MSA trained "
-             f"alike; {windows_seeds.pop()} seeds of windows, {msa_count} of MSA)")
+    """The headline's "(X and Y mIoU below MSA on the two tracks)": on each track MSA's mean against
+    windows alone's, both trained whole under UPerNet (the table's cells pin their seed counts)."""
+    gaps = [statistics.mean(_recipe_scores(table, "msa")) - statistics.mean(_recipe_scores(table, "vitdet8_windows"))
+            for table in (PRESENCE_WHOLE_UPER, RELATION_WHOLE_UPER)]
+    claim = (f"ViTDet's windows alone, its head's global pool carrying the scene ({gaps[0]:.1f} and {gaps[1]:.1f} "
+             f"mIoU below MSA on the two tracks)")
     assert claim in " ".join((ROOT / "README.md").read_text().split()), claim
 
 
