@@ -154,7 +154,7 @@ def test_every_run_of_a_tabled_csv_has_its_row():
 
 
 @pytest.mark.parametrize("table", SEEDS_TABLES, ids=[f"line{t.line}:{t.csv_name}" for t in SEEDS_TABLES])
-def test_seeds_table_mious_are_theirread_results(table: SeedTable):
+def test_seeds_table_mious_are_their_csvs(table: SeedTable):
     """The mIoU cell of a row over seeds: one seed's score, or ``mean ± std (each seed's, in order)``."""
     runs = read_results(table.csv_name)
     assert table.rows, f"{DOC}:{table.line}: an empty table"
