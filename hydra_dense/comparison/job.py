@@ -14,6 +14,7 @@ from ..backbones.sizes import configured_depth
 from ..conversion.cache import (ALIGN_CONFIG, aligned_checkpoint, convert_config_for, converted_checkpoint,
                                   is_video_backbone, task_backbone_config)
 from .progress import JobProgress
+from .reading import read_table
 from .recipes import Recipe, parse_recipes
 from .report import aggregate, write_report
 from .request import RunRequest, RunStart
@@ -136,7 +137,11 @@ class ComparisonJob:
                   f"{os.cpu_count()} CPU cores, {gpu} | pretrained: {o.start_note or self.start or 'none'}")
         summary = dict(config=str(o.config), seeds=o.seeds, pretrained=o.start_note or self.start, overrides=o.overrides,
                        conversions=conversions, speed_disturbed=disturbed[0] if disturbed else "")
+        reading = read_table(rows, small, big)
+        summary["reading"] = reading
         legend = _legend(rows, small, big) + _not_shown(o.out, [r.name for r in self.recipes])
+        if reading:
+            legend = "**What this table says:**\n\n" + "".join(f"- {s}\n" for s in reading) + "\n" + legend
         if disturbed:
             legend = f"**Speed: {disturbed[0]}.**\n\n" + legend
             print(f"[compare] {disturbed[0]}", flush=True)

@@ -27,6 +27,9 @@ def _run(tmp_path, config: dict, extra=(), plans=("msa", "hybrid1", "hydra")):
     assert_drawn(out / "curves.png")  # every run's curves overlaid
     table = (out / "table.md").read_text()
     assert all(f"| {plan} |" in table for plan in plans)
+    if "msa" in plans:  # read against MSA under the table, and kept in summary.json
+        reading = json.loads((out / "summary.json").read_text())["reading"]
+        assert reading and "**What this table says:**" in table and all(s in table for s in reading)
     _check_html_report(out, plans, overlays="Video" not in config["model"]["class_path"])  # video: no overlays
     for plan in plans:  # and each run's own, next to its metrics.csv
         assert [p.parent for p in (out / plan).rglob("curves.png")] == [p.parent for p in (out / plan).rglob("metrics.csv")]
