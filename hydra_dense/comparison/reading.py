@@ -52,7 +52,8 @@ def _baseline(rows: list[dict]) -> Optional[dict]:
 
 
 def _closest_to_msa(rows: list[dict], msa: dict, sizes: tuple[str, str]) -> str:
-    """The fastest plan whose score is within reach of MSA's (``TOLERANCE`` or twice the spread)."""
+    """The fastest plan whose score is within reach of MSA's (``TOLERANCE`` or twice the spread), if it
+    runs faster than MSA."""
     within = []
     for row in rows:
         if row is msa or not _known(row.get("score")):
@@ -67,8 +68,12 @@ def _closest_to_msa(rows: list[dict], msa: dict, sizes: tuple[str, str]) -> str:
         if best is None:
             return ""
         return (f"No plan keeps MSA's accuracy: the closest, `{best['plan']}`, scores {best['score']:.1f} against "
-                f"MSA's {msa['score']:.1f} ({_spread_words(_spread(best, msa), _seeds(best))}; {_speed(best, msa, sizes)[1]}).")
-    _, row, reach = max(within, key=lambda w: w[0])
+                f"MSA's {msa['score']:.1f} ({_spread_words(_spread(best, msa), _seeds(best))}; "
+                f"{_speed(best, msa, sizes)[1]}).")
+    speed, row, reach = max(within, key=lambda w: w[0])
+    if _known(_speed(row, msa, sizes)[0]) and speed <= 1.0:
+        level = ", ".join(f"`{r['plan']}`" for _, r, _ in within)
+        return f"No plan faster than MSA keeps its accuracy (level with it but no faster: {level})."
     spread = _spread(row, msa)
     level = (f"within {TOLERANCE:.1f} points of MSA" if reach == TOLERANCE else
              f"level with MSA within the seed spread (std up to {spread:.1f}: a gap under {reach:.1f} is luck here)")
@@ -107,7 +112,8 @@ def _carried(rows: list[dict], path: str, what: str) -> str:
             continue
         std = float(row.get(f"{path}_cost_std", 0.0)) if _seeds(row) > 1 else None
         if cost > max(TOLERANCE, 2 * std if std is not None else 0.0):
-            carrying.append(f"{cost:.1f}" + (f" ± {std:.1f}" if std is not None else " (1 seed)") + f" in `{row['plan']}`")
+            shown = f"{cost:.1f} ± {std:.1f}" if std is not None else f"{cost:.1f} (1 seed)"
+            carrying.append(f"{shown} in `{row['plan']}`")
         else:
             idle.append(f"`{row['plan']}`")
     if not carrying and not idle:

@@ -64,3 +64,9 @@ def test_without_msa_or_without_timing_it_says_only_what_it_can():
     assert read_table(untimed) == [
         "Fastest plan within 1.0 points of MSA: `hybrid2`, 49.5 against MSA's 50.0 (1 seed: no spread measured), "
         "not timed."]
+
+
+def test_plans_level_with_msa_but_no_faster_are_not_recommended():
+    rows = [_row("msa", [50.0], 0.0, 1.0), _row("hybrid2", [49.8], 0.0, 0.97, attention="msa x10, hydra@[10, 11]"),
+            _row("hydra", [20.0], 0.0, 2.3)]
+    assert read_table(rows)[0] == "No plan faster than MSA keeps its accuracy (level with it but no faster: `hybrid2`)."
