@@ -99,6 +99,16 @@ TABLES = seed_tables(DOC.read_text())
 SEEDS_TABLES = seed_tables(DOC.read_text(), header="| plan | seeds | mIoU |")
 
 
+def _ids(tables: list[SeedTable]) -> list[str]:
+    """A table's test id: its CSV and its place among that CSV's tables (stable when lines move)."""
+    seen: dict[str, int] = {}
+    ids = []
+    for table in tables:
+        seen[table.csv_name] = seen.get(table.csv_name, 0) + 1
+        ids.append(f"{table.csv_name}#{seen[table.csv_name]}")
+    return ids
+
+
 def test_the_doc_has_per_seed_tables_each_under_its_csv():
     assert len(TABLES) >= 3 and len(SEEDS_TABLES) >= 2, f"{DOC} has {len(TABLES)} + {len(SEEDS_TABLES)} tables"
     for table in TABLES + SEEDS_TABLES:
@@ -109,7 +119,7 @@ def test_the_doc_has_per_seed_tables_each_under_its_csv():
         assert not unknown, f"{DOC}:{table.line}: columns {unknown} have no CSV columns in COLUMNS"
 
 
-@pytest.mark.parametrize("table", TABLES, ids=[f"line{t.line}:{t.csv_name}" for t in TABLES])
+@pytest.mark.parametrize("table", TABLES, ids=_ids(TABLES))
 def test_per_seed_table_shows_its_csv(table: SeedTable):
     runs = read_results(table.csv_name)
     for cells in table.rows:
@@ -153,7 +163,7 @@ def test_every_run_of_a_tabled_csv_has_its_row():
         assert not missing, f"{DOC}: runs of {csv_name} with no row in its tables: {sorted(missing)}"
 
 
-@pytest.mark.parametrize("table", SEEDS_TABLES, ids=[f"line{t.line}:{t.csv_name}" for t in SEEDS_TABLES])
+@pytest.mark.parametrize("table", SEEDS_TABLES, ids=_ids(SEEDS_TABLES))
 def test_seeds_table_mious_are_their_csvs(table: SeedTable):
     """The mIoU cell of a row over seeds: one seed's score, or ``mean ± std (each seed's, in order)``."""
     runs = read_results(table.csv_name)
