@@ -15,7 +15,7 @@ from typing import Callable, Optional, Union
 
 import pytest
 
-from tests.helpers.results_csv import read_results
+from tests.helpers.results_csv import read_results, table_cells
 from tests.helpers.tiny_runs import ROOT
 
 DOC = ROOT / "docs" / "comparison.md"
@@ -101,10 +101,6 @@ EACH_SEED = re.compile(rf"^(?:{NUMBER}|–)(?: / (?:{NUMBER}|–))+$")
 ONE = re.compile(rf"^{NUMBER}$")
 
 
-def _cells(line: str) -> list[str]:
-    return [c.strip() for c in line.strip().strip("|").split("|")]
-
-
 def _table(header: str) -> tuple[list[str], list[list[str]]]:
     """The header cells and body rows (cells) of the one table of the doc headed ``header``."""
     lines = DOC.read_text().splitlines()
@@ -114,8 +110,8 @@ def _table(header: str) -> tuple[list[str], list[list[str]]]:
     for line in lines[starts[0] + 2:]:
         if not line.startswith("|"):
             break
-        rows.append(_cells(line))
-    return _cells(lines[starts[0]]), rows
+        rows.append(table_cells(line))
+    return table_cells(lines[starts[0]]), rows
 
 
 def _value(run: Row, value: Value) -> Optional[float]:
@@ -173,7 +169,7 @@ def _is_numbers(note: Optional[str]) -> bool:
     return note is not None and bool(MEAN_STD.match(note) or EACH_SEED.match(note) or ONE.match(note))
 
 
-@pytest.mark.parametrize("table", TABLES, ids=[f"{t.csv_name}:{_cells(t.header)[0]}" for t in TABLES])
+@pytest.mark.parametrize("table", TABLES, ids=[f"{t.csv_name}:{table_cells(t.header)[0]}" for t in TABLES])
 def test_accuracy_columns_are_their_runs(table: AccuracyTable):
     header, rows = _table(table.header)
     named = set(table.rows) | set(table.no_runs_csv)

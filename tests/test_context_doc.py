@@ -13,7 +13,7 @@ from typing import Optional
 
 import pytest
 
-from tests.helpers.results_csv import RESULTS, mean_std_shown, read_results
+from tests.helpers.results_csv import RESULTS, mean_std_shown, read_results, table_cells
 from tests.helpers.tiny_runs import ROOT
 
 DOC = ROOT / "docs" / "context.md"
@@ -49,10 +49,6 @@ class SeedTable:
     rows: list[list[str]] = field(default_factory=list)
 
 
-def _cells(line: str) -> list[str]:
-    return [c.strip() for c in line.strip().strip("|").split("|")]
-
-
 def seed_tables(text: str, header: str = "| plan | seed |") -> list[SeedTable]:
     """Every table of ``text`` whose header starts with ``header``, each with the last
     ``docs/results/*_runs.csv`` (one row a run) named before it."""
@@ -60,11 +56,11 @@ def seed_tables(text: str, header: str = "| plan | seed |") -> list[SeedTable]:
     for number, line in enumerate(text.splitlines(), start=1):
         if current is not None and line.startswith("|"):
             if not line.startswith("|---"):
-                current.rows.append(_cells(line))
+                current.rows.append(table_cells(line))
             continue
         current = None
         if line.startswith(header):
-            current = SeedTable(csv_name, number, _cells(line))
+            current = SeedTable(csv_name, number, table_cells(line))
             tables.append(current)
         named = re.findall(r"docs/results/(\w+_runs\.csv)", line)
         csv_name = named[-1] if named else csv_name
