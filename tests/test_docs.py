@@ -155,8 +155,8 @@ README_NUMBERS = [
     *_speed_pair("3.19x (CPU); H200: {}x / {}x |", "context_speed_h200.csv", "vitdet8_windows"),
     _score("linear head: ViTDet-MSA {} vs MSA 62.3 (seed 0)", RELATION, "vitdet8_msa"),
     _score("linear head: ViTDet-MSA 62.9 vs MSA {} (seed 0)", RELATION, "msa", seed=0),
-    _mean_std("| {} vs 91.7 ± 0.1 (3 seeds; MSA 2)", RELATION_WHOLE_UPER, "vitdet8_windows", 3),
-    _mean_std("88.5 ± 0.7 vs {} (3 seeds; MSA 2)", RELATION_WHOLE_UPER, "msa", 2),
+    _mean_std("| {} vs 91.8 ± 0.1 (3 seeds each)", RELATION_WHOLE_UPER, "vitdet8_windows", 3),
+    _mean_std("88.5 ± 0.7 vs {} (3 seeds each)", RELATION_WHOLE_UPER, "msa", 3),
     _score("trained without the bin {} (1 seed)", RELATION_WHOLE_UPER_POOL236, "vitdet8_windows"),
 ]
 
@@ -194,12 +194,21 @@ def test_readme_relation_linear_head_gaps_of_local_dwc7_to_msa_are_per_seed():
 
 def test_readme_headline_gaps_to_msa_for_windows_alone_are_their_csvs():
     """The headline's "(X and Y mIoU below MSA on the two tracks)": on each track MSA's mean against
-    windows alone's, both trained whole under UPerNet (the table's cells pin their seed counts)."""
+    windows alone's, both trained whole under UPerNet (the table's cells pin their seed counts); the
+    windows-only backbone YAML's comment says the same with its seed counts."""
     gaps = [statistics.mean(_recipe_scores(table, "msa")) - statistics.mean(_recipe_scores(table, "vitdet8_windows"))
             for table in (PRESENCE_WHOLE_UPER, RELATION_WHOLE_UPER)]
     claim = (f"ViTDet's windows alone, its head's global pool carrying the scene ({gaps[0]:.1f} and {gaps[1]:.1f} "
              f"mIoU below MSA on the two tracks)")
     assert claim in " ".join((ROOT / "README.md").read_text().split()), claim
+    seeds = [len(_recipe_scores(table, recipe)) for recipe in ("vitdet8_windows", "msa")
+             for table in (PRESENCE_WHOLE_UPER, RELATION_WHOLE_UPER)]
+    assert seeds[0] == seeds[1], f"windows alone has {seeds[0]} and {seeds[1]} seeds on the two tracks"
+    yaml_comment = (ROOT / "configs" / "backbones" / "vit_s14_dinov2_window8_only.yaml").read_text()
+    yaml_comment = " ".join(line.lstrip("# ") for line in yaml_comment.splitlines() if line.startswith("#"))
+    for said in (f"(presence track, {gaps[0]:.1f} mIoU below MSA)", f"(relation track, {gaps[1]:.1f} below MSA)",
+                 f"{seeds[0]} seeds of windows, {seeds[2]} and {seeds[3]} of MSA"):
+        assert said in yaml_comment, f"vit_s14_dinov2_window8_only.yaml does not say {said!r}"
 
 
 def test_development_md_names_only_paths_that_exist_and_every_package():
