@@ -2,8 +2,9 @@
 most speed, whether the task needs global mixing at all (MSA against a backbone with no global
 path), and what each global path carries (the backbone's global term, the head's global bin).
 
-Every gap is judged against the seed-to-seed spread: a gap counts when it is more than twice the
-larger of the two rows' sample std; with one seed the sentence says that no spread was measured."""
+Every gap is judged against the seed-to-seed spread: a gap counts when it is more than 1 point and
+more than twice the larger of the two rows' sample std; with one seed the sentence says that no
+spread was measured."""
 from __future__ import annotations
 
 import math
@@ -12,10 +13,21 @@ from typing import Optional
 
 __all__ = ["read_table", "TOLERANCE"]
 
-# points below MSA still read as MSA's accuracy when the seeds spread less than this
+# points below MSA still read as MSA's accuracy (and a cost of zeroing a path read as nothing) when
+# the seeds spread less than this
 TOLERANCE = 1.0
-_GLOBAL_PATH = re.compile(r"\b(msa|hydra)")
+# attention kinds in which a token sees only its neighbourhood (or nothing): a plan made of these alone
+# has no global path (``local+dwc7``, ViTDet's windows alone, ``none``)
+_NEIGHBOURHOOD_KINDS = {"local", "window", "none"}
 _NOTHING = f"nothing that counts (under {TOLERANCE:.1f} points or twice its seed spread)"
+
+
+def _has_global_path(attention: str) -> bool:
+    """Whether a plan, as ``describe_plan`` writes it (``window x8, msa@[2, 5, 8, 11]``), has a block
+    whose tokens reach the whole image."""
+    parts = re.split(r",\s*(?![^\[]*\])", attention)  # commas between blocks, not inside ``@[...]``
+    kinds = {re.split(r" x\d|@", part.strip())[0].split("+")[0] for part in parts if part.strip()}
+    return not kinds <= _NEIGHBOURHOOD_KINDS
 
 
 def _seeds(row: dict) -> int:
@@ -84,7 +96,7 @@ def _closest_to_msa(rows: list[dict], msa: dict, sizes: tuple[str, str]) -> str:
 
 def _needs_global_mixing(rows: list[dict], msa: dict) -> str:
     """MSA against the best backbone with no global path (local mixing or windows alone), if any ran."""
-    local = [r for r in rows if not _GLOBAL_PATH.search(str(r.get("attention", ""))) and _known(r.get("score"))]
+    local = [r for r in rows if not _has_global_path(str(r.get("attention", ""))) and _known(r.get("score"))]
     if not local:
         return ""
     best = max(local, key=lambda r: r["score"])

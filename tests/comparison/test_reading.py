@@ -70,3 +70,12 @@ def test_plans_level_with_msa_but_no_faster_are_not_recommended():
     rows = [_row("msa", [50.0], 0.0, 1.0), _row("hybrid2", [49.8], 0.0, 0.97, attention="msa x10, hydra@[10, 11]"),
             _row("hydra", [20.0], 0.0, 2.3)]
     assert read_table(rows)[0] == "No plan faster than MSA keeps its accuracy (level with it but no faster: `hybrid2`)."
+
+
+def test_only_plans_made_of_neighbourhood_attention_count_as_having_no_global_path():
+    rows = [_row("msa", [50.0], 0.0, 1.0), _row("linear2", [45.0], 0.0, 2.0, attention="linear x12"),
+            _row("hybrid2", [49.0], 0.0, 1.1, attention="msa x10, hydra@[10, 11]"),
+            _row("vitdet8_msa", [48.0], 0.0, 1.6, attention="window x8, msa@[2, 5, 8, 11]"),
+            _row("local+dwc7", [40.0], 0.0, 2.2, attention="local+dwc7 x12"),
+            _row("vitdet8_windows", [41.0], 0.0, 2.3, attention="window x12")]
+    assert read_table(rows)[1].startswith("Global mixing: MSA 50.0 against 41.0 for `vitdet8_windows`, which has no")
