@@ -1,14 +1,14 @@
 """The accuracy columns of docs/comparison.md (and the segmentation table of docs/results/accuracy.md)
 are their per-run CSVs under docs/results/.
 
-A score cell shows its runs rounded as shown (where a CSV keeps fewer decimals, within that
-rounding too): ``a ± b`` their mean ± sample std (over 3 seeds unless
-the row or header says ``(N seeds)``), ``a (seed N)`` one seed's, ``a / b / c`` each seed's in order
-(``–`` for a seed not run; a cell of ``–`` alone claims nothing), and a note in brackets that is a
-list of numbers is each seed's too. A
+A score cell shows its runs rounded as shown (where a CSV keeps fewer decimals, within that rounding
+too): ``a ± b`` their mean ± sample std (over 3 seeds unless the row or header says ``(N seeds)``),
+``a (seed N)`` one seed's, ``a / b / c`` each seed's in order (``–`` for a seed not run; a cell of
+``–`` alone claims nothing), and a note in brackets that is a list of numbers is each seed's too. A
 row naming several plans (``hybrid4 / hybrid4+dwc3``) shows one value each, or one for all (``each``).
-Every row of a listed table is read off its CSV or named in ``no_runs_csv``; the speed, FLOP and
-conversion columns come from other files and are not checked here."""
+Every row of a listed table is read off its CSV or named in ``no_runs_csv``. The speed, FLOP and
+memory columns of the tables that come from one comparison's ``table.csv`` are checked against it;
+the conversion columns are not checked here."""
 from __future__ import annotations
 
 import re
@@ -80,7 +80,8 @@ TABLES = [
     AccuracyTable(
         "| recipe | val top-1 (%), mean ± std (seeds) | conversion |", "video_recipes_runs.csv",
         {"val top-1 (%), mean ± std (seeds)": ("score", "score")},
-        {"msa": _plans("msa"), "hydra, hydra+dwc3, hydra+dwc3_2d (from scratch)": _plans("hydra", "hydra+dwc3", "hydra+dwc3_2d"),
+        {"msa": _plans("msa"),
+         "hydra, hydra+dwc3, hydra+dwc3_2d (from scratch)": _plans("hydra", "hydra+dwc3", "hydra+dwc3_2d"),
          "hybrid2": _plans("hybrid2"), "hybrid4 / hybrid4+dwc3": _plans("hybrid4", "hybrid4+dwc3"),
          "hydra@converted": _plans("hydra@converted"), "hydra+dwc3@converted": _plans("hydra+dwc3@converted"),
          "hybrid2@converted / hybrid4@converted": _plans("hybrid2@converted", "hybrid4@converted")}),
@@ -211,7 +212,8 @@ def _runs(table: AccuracyTable, selection: Row, row: list[str], shown: str, note
     else:
         counted = re.search(r"(\d+) seeds", " ".join(row) + " " + table.header)
         expected = int(counted.group(1)) if counted else 3
-    assert len(runs) == expected, f"{table.csv_name} has {len(runs)} runs of {selection}, {table.doc.name} shows {expected}"
+    assert len(runs) == expected, (
+        f"{table.csv_name} has {len(runs)} runs of {selection}, {table.doc.name} shows {expected}")
     return sorted(runs, key=lambda r: int(r["seed"]))
 
 
@@ -224,7 +226,8 @@ def test_accuracy_columns_are_their_runs(table: AccuracyTable):
     header, rows = _table(table.header, table.doc)
     named = set(table.rows) | set(table.no_runs_csv)
     assert {r[0].replace("*", "") for r in rows} == named, (
-        f"{table.doc}: the table headed {table.header!r} has rows {[r[0] for r in rows]}, the test knows {sorted(named)}")
+        f"{table.doc}: the table headed {table.header!r} has rows {[r[0] for r in rows]}, "
+        f"the test knows {sorted(named)}")
     for row in rows:
         selections = table.rows.get(row[0].replace("*", ""))
         for column, (value, note_value) in table.columns.items() if selections else ():

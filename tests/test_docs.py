@@ -161,7 +161,8 @@ README_NUMBERS = [
 ]
 
 
-@pytest.mark.parametrize("text, table, selection, column, shown", README_NUMBERS, ids=[r[0][:40] for r in README_NUMBERS])
+@pytest.mark.parametrize("text, table, selection, column, shown", README_NUMBERS,
+                         ids=[r[0][:40] for r in README_NUMBERS])
 def test_readme_numbers_are_their_csvs(text, table, selection, column, shown):
     rows = [r for r in read_results(table) if all(r[k] == v for k, v in selection.items())]
     seeds = shown if isinstance(shown, int) else 1
