@@ -150,7 +150,7 @@ README_NUMBERS = [
     *_speed_pair("1.88x (CPU); H200: {}x / {}x |", "context_speed_h200.csv", "vitdet8_msa"),
     _mean_std("| {} vs 93.4 ± 0.1 (3 seeds; MSA 2)", PRESENCE_WHOLE_UPER, "vitdet8_windows", 3),
     _mean_std("92.6 ± 0.1 vs {} (3 seeds; MSA 2)", PRESENCE_WHOLE_UPER, "msa", 2),
-    _mean_std("trained without the head's 1x1 bin {} (2 seeds)", PRESENCE_WHOLE_UPER_POOL236, "vitdet8_windows", 2),
+    _mean_std("trained without the head's 1x1 bin {} (3 seeds)", PRESENCE_WHOLE_UPER_POOL236, "vitdet8_windows", 3),
     *_speed_pair("| {}x / {}x (CPU); H200: 1.07x", "context_speed_cpu.csv", "vitdet8_windows"),
     *_speed_pair("3.19x (CPU); H200: {}x / {}x |", "context_speed_h200.csv", "vitdet8_windows"),
     _score("linear head: ViTDet-MSA {} vs MSA 62.3 (seed 0)", RELATION, "vitdet8_msa"),
