@@ -73,8 +73,7 @@ def _closest_to_msa(rows: list[dict], msa: dict, sizes: tuple[str, str]) -> str:
         spread = _spread(row, msa)
         reach = max(TOLERANCE, 2 * spread) if spread is not None else TOLERANCE
         if row["score"] - msa["score"] >= -reach:
-            speed = _speed(row, msa, sizes)[0]
-            within.append((speed if _known(speed) else 0.0, row, reach))
+            within.append((_speed(row, msa, sizes), row, reach))
     if not within:
         best = max((r for r in rows if r is not msa and _known(r.get("score"))), key=lambda r: r["score"], default=None)
         if best is None:
@@ -82,8 +81,8 @@ def _closest_to_msa(rows: list[dict], msa: dict, sizes: tuple[str, str]) -> str:
         return (f"No plan keeps MSA's accuracy: the closest, `{best['plan']}`, scores {best['score']:.1f} against "
                 f"MSA's {msa['score']:.1f} ({_spread_words(_spread(best, msa), _seeds(best))}; "
                 f"{_speed(best, msa, sizes)[1]}).")
-    speed, row, reach = max(within, key=lambda w: w[0])
-    if _known(_speed(row, msa, sizes)[0]) and speed <= 1.0:
+    (speed, speed_words), row, reach = max(within, key=lambda w: w[0][0] if _known(w[0][0]) else 0.0)
+    if _known(speed) and speed <= 1.0:
         level = ", ".join(f"`{r['plan']}`" for _, r, _ in within)
         return f"No plan faster than MSA keeps its accuracy (level with it but no faster: {level})."
     spread = _spread(row, msa)
@@ -91,7 +90,7 @@ def _closest_to_msa(rows: list[dict], msa: dict, sizes: tuple[str, str]) -> str:
              f"level with MSA within the seed spread (std up to {spread:.1f}: a gap under {reach:.1f} is luck here)")
     seeds = "" if reach > TOLERANCE else f" ({_spread_words(spread, _seeds(row))})"
     return (f"Fastest plan {level}: `{row['plan']}`, {row['score']:.1f} against MSA's {msa['score']:.1f}{seeds}, "
-            f"{_speed(row, msa, sizes)[1]}.")
+            f"{speed_words}.")
 
 
 def _needs_global_mixing(rows: list[dict], msa: dict) -> str:
