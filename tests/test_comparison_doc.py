@@ -1,11 +1,12 @@
-"""The accuracy columns of docs/comparison.md (and the segmentation table of docs/results/accuracy.md)
-are their per-run CSVs under docs/results/.
+"""The accuracy columns of docs/comparison.md (and the segmentation, video and detection per-seed tables
+of docs/results/accuracy.md) are their per-run CSVs under docs/results/.
 
 A score cell shows its runs rounded as shown (where a CSV keeps fewer decimals, within that rounding
-too): ``a ± b`` their mean ± sample std (over 3 seeds unless the row or header says ``(N seeds)``),
-``a (seed N)`` one seed's, ``a / b / c`` each seed's in order (``–`` for a seed not run; a cell of
-``–`` alone claims nothing), and a note in brackets that is a list of numbers is each seed's too. A
-row naming several plans (``hybrid4 / hybrid4+dwc3``) shows one value each, or one for all (``each``).
+too): ``a ± b`` their mean ± sample std (over 3 seeds unless the row or header says ``(N seeds)``, or
+the row's selection names its seeds), ``a (seed N)`` one seed's, ``a / b / c`` each seed's in order
+(``–`` for a seed not run; a cell of ``–`` alone claims nothing), and a note in brackets that is a
+list of numbers is each seed's too. A row naming several plans (``hybrid4 / hybrid4+dwc3``) shows one
+value each, or one for all (``each``).
 Every row of a listed table is read off its CSV or named in ``no_runs_csv``. The speed, FLOP and
 memory columns of the tables that come from one comparison's ``table.csv`` are checked against it;
 the conversion columns are not checked here."""
@@ -26,6 +27,9 @@ DOC = ROOT / "docs" / "comparison.md"
 ACCURACY_DOC = ROOT / "docs" / "results" / "accuracy.md"
 
 Row = dict[str, str]
+# the runs a table row shows: CSV column -> its value, or the values any of which a run may have
+Selection = dict[str, Union[str, tuple[str, ...]]]
+FIRST_THREE = ("0", "1", "2")
 # a column's value of one run: a CSV column's name, or a function of the run's row
 Value = Union[str, Callable[[Row], float]]
 
@@ -45,13 +49,13 @@ class AccuracyTable:
     header: str
     csv_name: str
     columns: dict[str, tuple[Value, Optional[Value]]]
-    rows: dict[str, list[Row]]
+    rows: dict[str, list[Selection]]
     no_runs_csv: tuple[str, ...] = ()
     doc: Path = DOC
     csv_decimals: Optional[int] = None
 
 
-def _plans(*recipes: str, **fixed: str) -> list[Row]:
+def _plans(*recipes: str, **fixed: Union[str, tuple[str, ...]]) -> list[Selection]:
     return [{"recipe": r, **fixed} for r in recipes]
 
 
@@ -121,6 +125,43 @@ TABLES = [
          "hydra+dwc7@converted on the demo's own 800 training scenes (labels unused)": _plans(
              "hydra+dwc7@converted (conversion on the demo's training scenes)")},
         no_runs_csv=("hydra (no conversion; README table)",), doc=ACCURACY_DOC, csv_decimals=2),
+    AccuracyTable(
+        "| recipe | val top-1 (%) per seed 0 / 1 / 2 | mean ± std | conversion: mean block error, minutes |",
+        "video_recipes_runs.csv",
+        {"val top-1 (%) per seed 0 / 1 / 2": ("score", None), "mean ± std": ("score", None)},
+        {"msa": _plans("msa"), "hydra": _plans("hydra"), "hydra+dwc3 (3×3×3 over t, h, w)": _plans("hydra+dwc3"),
+         "hydra+dwc3_2d (3×3 per frame)": _plans("hydra+dwc3_2d"), "hybrid2 (Hydra in blocks 4, 5)": _plans("hybrid2"),
+         "hybrid4 (Hydra in blocks 2–5)": _plans("hybrid4"), "hybrid4+dwc3": _plans("hybrid4+dwc3"),
+         "hydra@converted": _plans("hydra@converted"), "hydra+dwc3@converted": _plans("hydra+dwc3@converted"),
+         "hydra+dwc3_2d@converted": _plans("hydra+dwc3_2d@converted"),
+         "hybrid2@converted (Hydra in blocks 4, 5)": _plans("hybrid2@converted"),
+         "hybrid4@converted (Hydra in blocks 2–5)": _plans("hybrid4@converted")}, doc=ACCURACY_DOC),
+    AccuracyTable(
+        "| recipe | val AP50 (%) per seed 0 / 1 / 2 | AP50 mean ± std | box mAP (%) per seed |", "det_digits_runs.csv",
+        {"val AP50 (%) per seed 0 / 1 / 2": ("val_AP50", None), "AP50 mean ± std": ("val_AP50", None),
+         "box mAP (%) per seed": ("val_mAP", None), "box mAP mean ± std": ("val_mAP", None)},
+        {"msa": _plans("msa", steps="600", conversion_crops=""),
+         "hydra+mean+dwc7@converted (224² crops)": _plans("hydra+mean+dwc7@converted", steps="600",
+                                                         conversion_crops="224px crops"),
+         "local+dwc7@converted (224² crops; no global term)": _plans("local+dwc7@converted", steps="600",
+                                                                    conversion_crops="224px crops")},
+        doc=ACCURACY_DOC, csv_decimals=2),
+    AccuracyTable(
+        "| recipe | val AP50 (%) per seed 0 / 1 / 2 (/ 3 / 4) | AP50 mean ± std | box mAP (%) mean ± std |",
+        "det_digits_runs.csv",
+        {"val AP50 (%) per seed 0 / 1 / 2 (/ 3 / 4)": ("val_AP50", None), "AP50 mean ± std": ("val_AP50", None),
+         "box mAP (%) mean ± std": ("val_mAP", "val_mAP")},
+        {"msa, 5 seeds": _plans("msa", steps="300", conversion_crops=""),
+         "msa, seeds 0–2": _plans("msa", steps="300", conversion_crops="", seed=FIRST_THREE),
+         "hydra (no conversion)": _plans("hydra", steps="300"),
+         "hybrid2 (Hydra in blocks 10, 11; no conversion)": _plans("hybrid2", steps="300"),
+         "hydra+mean+dwc7@converted, conversion on 112² crops (49 tokens)": _plans(
+             "hydra+mean+dwc7@converted", steps="300", conversion_crops="112px crops"),
+         "hydra+mean+dwc7@converted, conversion on 224² crops (196 tokens, the task's), 5 seeds": _plans(
+             "hydra+mean+dwc7@converted", steps="300", conversion_crops="224px crops"),
+         "the same, seeds 0–2": _plans("hydra+mean+dwc7@converted", steps="300", conversion_crops="224px crops",
+                                       seed=FIRST_THREE)},
+        doc=ACCURACY_DOC, csv_decimals=2),
 ]
 
 NUMBER = r"-?\d+(?:\.\d+)?"
@@ -198,11 +239,12 @@ def _split(cell: str) -> tuple[str, Optional[str]]:
     return m.group(1).strip(), m.group(2)
 
 
-def _runs(table: AccuracyTable, selection: Row, row: list[str], shown: str, note: Optional[str]) -> list[Row]:
+def _runs(table: AccuracyTable, selection: Selection, row: list[str], shown: str, note: Optional[str]) -> list[Row]:
     """The runs a cell shows, in seed order: the seed its note names (``seed N``); each seed it lists
     (``a / b / –``); else every run of the selection, as many as the row or header says (3 unless
     ``N seeds``)."""
-    runs = [r for r in read_results(table.csv_name) if all(r.get(k, "") == v for k, v in selection.items())]
+    runs = [r for r in read_results(table.csv_name)
+            if all(r.get(k, "") in (v if isinstance(v, tuple) else (v,)) for k, v in selection.items())]
     seed = re.match(r"seed (\d+)", note or "")
     if seed:
         runs = [r for r in runs if r["seed"] == seed.group(1)]
