@@ -263,7 +263,8 @@ def _is_numbers(note: Optional[str]) -> bool:
     return note is not None and bool(MEAN_STD.match(note) or EACH_SEED.match(note) or ONE.match(note))
 
 
-@pytest.mark.parametrize("table", TABLES, ids=[f"{t.doc.name}:{t.csv_name}:{table_cells(t.header)[0]}" for t in TABLES])
+@pytest.mark.parametrize("table", TABLES, ids=[f"{t.doc.name}:{t.csv_name}:{' | '.join(table_cells(t.header)[:2])}"
+                                               for t in TABLES])
 def test_accuracy_columns_are_their_runs(table: AccuracyTable):
     header, rows = _table(table.header, table.doc)
     named = set(table.rows) | set(table.no_runs_csv)
