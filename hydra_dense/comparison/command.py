@@ -48,6 +48,7 @@ from .demo_defaults import (CONTEXT_PLANS, CONVERTIBLE_PLANS, DEFAULT_PLANS, DEM
                             DETECTION_CONVERT_CONFIG, DETECTION_DEMO_CONFIG, DINOV2_BACKBONE_FILE, LARGE_DEMO_CONFIG,
                             LARGE_DEMO_PLANS, VIDEO_DEMO_CONFIG, VIDEO_DEMO_PLANS)
 from .options import ComparisonOptions
+from .reading import TOLERANCE
 
 __all__ = ["main", "entry", "parse_args", "ComparisonOptions", "DEMO_CONFIG", "DEFAULT_PLANS", "DEMO_PLANS",
            "LARGE_DEMO_CONFIG", "LARGE_DEMO_PLANS", "CONTEXT_PLANS", "CONVERTIBLE_PLANS", "VIDEO_DEMO_CONFIG", "VIDEO_DEMO_PLANS", "DETECTION_DEMO_CONFIG",
@@ -91,6 +92,10 @@ def _parser() -> argparse.ArgumentParser:
                         "224,448: the same model on 4x / 16x the tokens (segmentation)")
     p.add_argument("--speed-batch", type=int, default=8)
     p.add_argument("--speed-repeats", type=int, default=5)
+    p.add_argument("--reading-tolerance", type=float, default=TOLERANCE,
+                   help="points of the score a faster plan may lose against MSA and still be recommended under the "
+                        "table, and the least gap or cost the reading counts (besides twice the seeds' spread; "
+                        f"default {TOLERANCE})")
     return p
 
 
@@ -100,6 +105,12 @@ def _integers(p: argparse.ArgumentParser, option: str, value: str) -> list[int]:
         p.error(f"{option}: expected comma-separated integers such as 0,1,2, got {value!r} "
                 f"({', '.join(map(repr, bad))} is not an integer)")
     return [int(s) for s in str(value).split(",") if s.strip()]
+
+
+def _tolerance(p: argparse.ArgumentParser, value: float) -> float:
+    if not value >= 0:
+        p.error(f"--reading-tolerance: expected points >= 0 (how much accuracy may be given up for speed), got {value}")
+    return value
 
 
 def _default_plans(config: str, backbones: Optional[str], pretrained: str,
@@ -194,7 +205,7 @@ def parse_args(argv: Optional[list[str]] = None) -> tuple[ComparisonOptions, boo
         convert_steps=args.convert_steps, align_config=args.align_config, align_steps=args.align_steps,
         convert_args=_convert_arguments(p, args.convert_args), speed_size=args.speed_size,
         eval_sizes=_integers(p, "--eval-sizes", args.eval_sizes), speed_batch=args.speed_batch,
-        speed_repeats=args.speed_repeats, overrides=overrides)
+        speed_repeats=args.speed_repeats, reading_tolerance=_tolerance(p, args.reading_tolerance), overrides=overrides)
     return options, args.list_plans
 
 

@@ -137,7 +137,7 @@ class ComparisonJob:
                   f"{os.cpu_count()} CPU cores, {gpu} | pretrained: {o.start_note or self.start or 'none'}")
         summary = dict(config=str(o.config), seeds=o.seeds, pretrained=o.start_note or self.start, overrides=o.overrides,
                        conversions=conversions, speed_disturbed=disturbed[0] if disturbed else "")
-        reading = read_table(rows, small, big)
+        reading = read_table(rows, small, big, o.reading_tolerance)
         summary["reading"] = reading
         legend = _legend(rows, small, big) + _not_shown(o.out, [r.name for r in self.recipes])
         if reading:

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Optional
 
 from ..runtime.request_file import request_fields
+from .reading import TOLERANCE
 
 __all__ = ["ComparisonOptions"]
 
@@ -34,6 +35,7 @@ class ComparisonOptions:
     eval_sizes: list[int] = field(default_factory=list)
     speed_batch: int = 8
     speed_repeats: int = 5
+    reading_tolerance: float = TOLERANCE
     overrides: list[str] = field(default_factory=list)
     start_note: Optional[str] = None  # what the table's header says the runs started from, when not --pretrained
 

@@ -2,9 +2,10 @@
 most speed, whether the task needs global mixing at all (MSA against a backbone with no global
 path), and what each global path carries (the backbone's global term, the head's global bin).
 
-Every gap is judged against the seed-to-seed spread: a gap counts when it is more than 1 point and
-more than twice the larger of the two rows' sample std; with one seed the sentence says that no
-spread was measured."""
+Every gap is judged against the seed-to-seed spread: a gap counts when it is more than the tolerance
+(1 point unless the job's ``--reading-tolerance`` says otherwise: the accuracy a user gives up for
+speed) and more than twice the larger of the two rows' sample std; with one seed the sentence says
+that no spread was measured."""
 from __future__ import annotations
 
 import math
@@ -13,13 +14,12 @@ from typing import Optional
 
 __all__ = ["read_table", "TOLERANCE"]
 
-# points below MSA still read as MSA's accuracy (and a cost of zeroing a path read as nothing) when
-# the seeds spread less than this
+# the default points below MSA still read as MSA's accuracy (and a cost of zeroing a path read as
+# nothing) when the seeds spread less than this
 TOLERANCE = 1.0
 # attention kinds in which a token sees only its neighbourhood (or nothing): a plan made of these alone
 # has no global path (``local+dwc7``, ViTDet's windows alone, ``none``)
 _NEIGHBOURHOOD_KINDS = {"local", "window", "none"}
-_NOTHING = f"nothing that counts (under {TOLERANCE:.1f} points or twice its seed spread)"
 
 
 def _has_global_path(attention: str) -> bool:
@@ -63,15 +63,19 @@ def _baseline(rows: list[dict]) -> Optional[dict]:
     return next((r for r in rows if r["plan"] == "msa"), None)
 
 
-def _closest_to_msa(rows: list[dict], msa: dict, sizes: tuple[str, str]) -> str:
-    """The fastest plan whose score is within reach of MSA's (``TOLERANCE`` or twice the spread), if it
+def _nothing(tolerance: float) -> str:
+    return f"nothing that counts (under {tolerance:.1f} points or twice its seed spread)"
+
+
+def _closest_to_msa(rows: list[dict], msa: dict, sizes: tuple[str, str], tolerance: float) -> str:
+    """The fastest plan whose score is within reach of MSA's (``tolerance`` or twice the spread), if it
     runs faster than MSA."""
     within = []
     for row in rows:
         if row is msa or not _known(row.get("score")):
             continue
         spread = _spread(row, msa)
-        reach = max(TOLERANCE, 2 * spread) if spread is not None else TOLERANCE
+        reach = max(tolerance, 2 * spread) if spread is not None else tolerance
         if row["score"] - msa["score"] >= -reach:
             within.append((_speed(row, msa, sizes), row, reach))
     if not within:
@@ -86,14 +90,14 @@ def _closest_to_msa(rows: list[dict], msa: dict, sizes: tuple[str, str]) -> str:
         level = ", ".join(f"`{r['plan']}`" for _, r, _ in within)
         return f"No plan faster than MSA keeps its accuracy (level with it but no faster: {level})."
     spread = _spread(row, msa)
-    level = (f"within {TOLERANCE:.1f} points of MSA" if reach == TOLERANCE else
+    level = (f"within {tolerance:.1f} points of MSA" if reach == tolerance else
              f"level with MSA within the seed spread (std up to {spread:.1f}: a gap under {reach:.1f} is luck here)")
-    seeds = "" if reach > TOLERANCE else f" ({_spread_words(spread, _seeds(row))})"
+    seeds = "" if reach > tolerance else f" ({_spread_words(spread, _seeds(row))})"
     return (f"Fastest plan {level}: `{row['plan']}`, {row['score']:.1f} against MSA's {msa['score']:.1f}{seeds}, "
             f"{speed_words}.")
 
 
-def _needs_global_mixing(rows: list[dict], msa: dict) -> str:
+def _needs_global_mixing(rows: list[dict], msa: dict, tolerance: float) -> str:
     """MSA against the best backbone with no global path (local mixing or windows alone), if any ran."""
     local = [r for r in rows if not _has_global_path(str(r.get("attention", ""))) and _known(r.get("score"))]
     if not local:
@@ -107,14 +111,14 @@ def _needs_global_mixing(rows: list[dict], msa: dict) -> str:
     if spread is None:
         return (f"Global mixing: {said}; {gap:.1f} apart in 1 seed (3 seeds tell whether that is beyond the "
                 f"seed-to-seed spread).")
-    if gap > max(TOLERANCE, 2 * spread):
+    if gap > max(tolerance, 2 * spread):
         return (f"The task needs global mixing: {said} ({_seeds(best)} seeds, {gap:.1f} apart, more than twice "
                 f"the spread {spread:.1f}).")
     return (f"The task is decided locally: {said} ({_seeds(best)} seeds, std up to {spread:.1f}); no global term "
             f"can show its worth here.")
 
 
-def _carried(rows: list[dict], path: str, what: str) -> str:
+def _carried(rows: list[dict], path: str, what: str, tolerance: float) -> str:
     """What zeroing a global path at evaluation costs, in the rows where it was measured."""
     carrying, idle = [], []
     for row in rows:
@@ -122,7 +126,7 @@ def _carried(rows: list[dict], path: str, what: str) -> str:
         if not _known(cost):
             continue
         std = float(row.get(f"{path}_cost_std", 0.0)) if _seeds(row) > 1 else None
-        if cost > max(TOLERANCE, 2 * std if std is not None else 0.0):
+        if cost > max(tolerance, 2 * std if std is not None else 0.0):
             shown = f"{cost:.1f} ± {std:.1f}" if std is not None else f"{cost:.1f} (1 seed)"
             carrying.append(f"{shown} in `{row['plan']}`")
         else:
@@ -130,19 +134,22 @@ def _carried(rows: list[dict], path: str, what: str) -> str:
     if not carrying and not idle:
         return ""
     if not carrying:
-        return f"{what}, zeroed at evaluation, costs {_NOTHING} in any plan."
-    nothing = f"; {_NOTHING} in {', '.join(idle)}" if idle else ""
+        return f"{what}, zeroed at evaluation, costs {_nothing(tolerance)} in any plan."
+    nothing = f"; {_nothing(tolerance)} in {', '.join(idle)}" if idle else ""
     return f"{what}, zeroed at evaluation, costs {', '.join(carrying)}{nothing}."
 
 
-def read_table(rows: list[dict], small: str = "", big: str = "") -> list[str]:
+def read_table(rows: list[dict], small: str = "", big: str = "", tolerance: float = TOLERANCE) -> list[str]:
     """The table's reading, one sentence a line (none without an ``msa`` row to read against).
     ``rows``: :func:`~hydra_dense.comparison.report.aggregate`'s, with their speed added; ``small`` /
-    ``big``: the input sizes their ``speedup`` / ``speedup_big`` were timed at."""
+    ``big``: the input sizes their ``speedup`` / ``speedup_big`` were timed at; ``tolerance``: the
+    points (of the table's score) a gap or a cost must exceed to count, besides twice the seeds' spread."""
+    if not tolerance >= 0:
+        raise ValueError(f"reading tolerance: expected points >= 0, got {tolerance!r}")
     msa = _baseline(rows)
     if msa is None or not _known(msa.get("score")):
         return []
-    sentences = [_closest_to_msa(rows, msa, (small, big)), _needs_global_mixing(rows, msa),
-                 _carried(rows, "global", "The backbone's global term"),
-                 _carried(rows, "head_pool", "The head's global pooling bin")]
+    sentences = [_closest_to_msa(rows, msa, (small, big), tolerance), _needs_global_mixing(rows, msa, tolerance),
+                 _carried(rows, "global", "The backbone's global term", tolerance),
+                 _carried(rows, "head_pool", "The head's global pooling bin", tolerance)]
     return [s for s in sentences if s]

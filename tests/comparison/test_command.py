@@ -30,6 +30,16 @@ def test_a_bad_seed_list_names_the_option(capsys):
         capsys.readouterr().err
 
 
+def test_the_reading_tolerance_reaches_the_job_and_a_negative_one_names_the_option(capsys):
+    from hydra_dense.comparison.command import parse_args
+
+    assert parse_args([])[0].reading_tolerance == 1.0
+    assert parse_args(["--reading-tolerance", "2.5"])[0].reading_tolerance == 2.5
+    with pytest.raises(SystemExit):
+        parse_args(["--reading-tolerance=-1"])
+    assert "--reading-tolerance: expected points >= 0" in capsys.readouterr().err
+
+
 def test_a_second_request_into_the_same_folder_keeps_the_first_and_says_what_differs(tmp_path):
     """A run is reused only for exactly its request: another request's finished run is refused naming
     the difference (nothing retrained in place), and a table that lists fewer recipes than the folder

@@ -1,4 +1,6 @@
 """The sentences under a comparison table, on rows whose reading is worked out by hand."""
+import pytest
+
 from hydra_dense.comparison.reading import read_table
 
 
@@ -79,3 +81,17 @@ def test_only_plans_made_of_neighbourhood_attention_count_as_having_no_global_pa
             _row("local+dwc7", [40.0], 0.0, 2.2, attention="local+dwc7 x12"),
             _row("vitdet8_windows", [41.0], 0.0, 2.3, attention="window x12")]
     assert read_table(rows)[1].startswith("Global mixing: MSA 50.0 against 41.0 for `vitdet8_windows`, which has no")
+
+
+def test_the_users_tolerance_sets_how_much_accuracy_a_faster_plan_may_give_up_and_what_a_cost_must_exceed():
+    rows = [_row("msa", [50.0] * 3, 0.2, 1.0),
+            _row("vitdet8_msa", [49.6] * 3, 0.2, 1.66, attention="window x8, msa@[2, 5, 8, 11]"),
+            _row("hydra+mean+dwc7@converted", [47.5] * 3, 0.3, 2.14, global_cost=2.5, global_cost_std=0.2)]
+    assert read_table(rows, "", "1024x1024")[0].startswith("Fastest plan within 1.0 points of MSA: `vitdet8_msa`")
+    assert read_table(rows, "", "1024x1024", tolerance=3.0) == [
+        "Fastest plan within 3.0 points of MSA: `hydra+mean+dwc7@converted`, 47.5 against MSA's 50.0 (3 seeds, std "
+        "up to 0.3), 2.14x MSA's speed at 1024x1024.",
+        "The backbone's global term, zeroed at evaluation, costs nothing that counts (under 3.0 points or twice its "
+        "seed spread) in any plan."]
+    with pytest.raises(ValueError, match="reading tolerance: expected points >= 0, got -1.0"):
+        read_table(rows, tolerance=-1.0)
