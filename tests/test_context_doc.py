@@ -2,7 +2,8 @@
 number a row shows is its run's in the runs CSV the paragraph above the table names, rounded as
 shown, a row that sums up seeds shows their mean (± sample std), and every run of such a CSV has its
 row in one of the tables that name it. Tables with the seeds in one row (``| plan | seeds | mIoU |``)
-show their runs' mIoU as ``mean ± std (each seed's)``."""
+show their runs' mIoU as ``mean ± std (each seed's)``. The opening summary's numbers are their CSVs'
+too."""
 from __future__ import annotations
 
 import math
@@ -13,7 +14,7 @@ from typing import Optional
 
 import pytest
 
-from tests.helpers.results_csv import RESULTS, mean_std_shown, read_results, table_cells
+from tests.helpers.results_csv import MEAN_STD, RESULTS, claimed, mean_std_shown, read_results, table_cells
 from tests.helpers.tiny_runs import ROOT
 
 DOC = ROOT / "docs" / "context.md"
@@ -178,3 +179,54 @@ def test_seeds_table_mious_are_their_csvs(table: SeedTable):
         expected = _shown(scores[0]) if len(seeds) == 1 else f"{_mean_shown(scores, with_std=True)} ({each})"
         assert shown == expected, (
             f"{DOC}:{table.line}: {recipe} seeds {cells[1]} show {shown!r}, {table.csv_name} gives {expected!r}")
+
+
+def _runs_csv(track: str) -> str:
+    return f"context_{track}_cpu_runs.csv"
+
+
+def _mean_std(text: str, track: str, recipe: str, seeds: int, column: str = "score") -> tuple:
+    return text, _runs_csv(track), {"recipe": recipe}, column, MEAN_STD, seeds
+
+
+def _mean(text: str, track: str, recipe: str, seeds: int, column: str) -> tuple:
+    return text, _runs_csv(track), {"recipe": recipe}, column, "{:.1f}", seeds
+
+
+# the numbers of the doc's opening summary (the tables below it are checked above), each read off its
+# runs CSV: (the text around it, the CSV, the runs, the column, how it is shown, the runs' count);
+# the doc's line breaks read as spaces
+SUMMARY_NUMBERS = [
+    _mean_std("({} over 3 seeds against 93.4 ± 0.1, 3 seeds)", "presence_whole_uper", "vitdet8_windows", 3),
+    _mean_std("(92.6 ± 0.1 over 3 seeds against {}, 3 seeds)", "presence_whole_uper", "msa", 3),
+    _mean("the cue near it and lost it far from it ({} / 72.7 mIoU, 3 seeds)", "presence_whole_uper_pool236",
+          "vitdet8_windows", 3, "score_near"),
+    _mean("the cue near it and lost it far from it (91.4 / {} mIoU, 3 seeds)", "presence_whole_uper_pool236",
+          "vitdet8_windows", 3, "score_far"),
+    _mean_std("windows alone under UPerNet reached {} over 3 seeds", "relation_whole_uper", "vitdet8_windows", 3),
+    _mean_std("trained the same way ({}, 3 seeds), whose backbone carries", "relation_whole_uper", "msa", 3),
+    ("trained without that bin, {} (1 seed)", _runs_csv("relation_whole_uper_pool236"), {"recipe": "vitdet8_windows"},
+     "score", "{:.1f}", 1),
+]
+
+
+def _opening() -> str:
+    """The doc's opening summary (the paragraph "What they say ..."), line breaks as spaces."""
+    summary = [p for p in DOC.read_text().split("\n\n") if p.startswith("What they say")]
+    assert len(summary) == 1, f"{DOC} has {len(summary)} paragraphs starting 'What they say'"
+    return " ".join(summary[0].split())
+
+
+@pytest.mark.parametrize("claim", SUMMARY_NUMBERS, ids=[c[0][:40] for c in SUMMARY_NUMBERS])
+def test_the_opening_summary_numbers_are_their_csvs(claim: tuple):
+    expected = claimed(*claim)
+    assert expected in _opening(), f"{DOC}'s opening does not say {expected!r} ({claim[1]} {claim[3]})"
+
+
+@pytest.mark.parametrize("track, below", [("presence_whole_uper", "0.8 below MSA"), ("relation_whole_uper", "3.3 below")])
+def test_the_opening_summary_gaps_to_msa_are_their_csvs(track: str, below: str):
+    """Windows alone's gap to MSA, both trained whole under UPerNet: the means' difference."""
+    means = {recipe: statistics.mean(float(r["score"]) for r in read_results(_runs_csv(track)) if r["recipe"] == recipe)
+             for recipe in ("msa", "vitdet8_windows")}
+    gap = f"{means['msa'] - means['vitdet8_windows']:.1f} below"
+    assert below.startswith(gap) and below in _opening(), f"{DOC}'s opening says {below!r}, {_runs_csv(track)} gives {gap}"

@@ -6,7 +6,7 @@ from typing import Optional
 
 import pytest
 
-from tests.helpers.results_csv import mean_std_shown, read_results
+from tests.helpers.results_csv import MEAN_STD, claimed, mean_std_shown, read_results
 from tests.helpers.tiny_runs import ROOT
 
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
@@ -105,12 +105,12 @@ PRESENCE_WHOLE_UPER, PRESENCE_WHOLE_UPER_POOL236, RELATION, RELATION_WHOLE_UPER,
 def _score(text: str, table: str, recipe: str, seed: Optional[int] = None, column: str = "score") -> tuple:
     """A README accuracy claim read off a context track's per-run CSV (one seed's row where it has several)."""
     selection = {"recipe": recipe} if seed is None else {"recipe": recipe, "seed": str(seed)}
-    return text, table, selection, column, "{:.1f}"
+    return text, table, selection, column, "{:.1f}", 1
 
 
 def _mean_std(text: str, table: str, recipe: str, seeds: int, column: str = "score") -> tuple:
     """A README claim of ``mean ± std`` over a recipe's ``seeds`` rows of a per-run results CSV."""
-    return text, table, {"recipe": recipe}, column, seeds
+    return text, table, {"recipe": recipe}, column, MEAN_STD, seeds
 
 
 def _speed(text: str, table: str, attention: str, mode: str) -> tuple:
@@ -127,7 +127,8 @@ def _speed_pair(text: str, table: str, attention: str) -> list[tuple]:
 
 
 # README claims read off a results CSV: (the README text around the number, the CSV, the row's
-# selection, the column, how it is shown). The number shown must be the CSV's, rounded as shown.
+# selection, the column, how it is shown, the runs; see ``claimed``). The number shown must be the
+# CSV's, rounded as shown.
 README_NUMBERS = [
     ("| 2 CPU cores, fp32, batch 1 | 1024² | {}x", "vitb.csv", {"attention": "hydra", "height": "1024"},
      "speedup_vs_msa", "{:.2f}"),
@@ -161,15 +162,10 @@ README_NUMBERS = [
 ]
 
 
-@pytest.mark.parametrize("text, table, selection, column, shown", README_NUMBERS,
-                         ids=[r[0][:40] for r in README_NUMBERS])
-def test_readme_numbers_are_their_csvs(text, table, selection, column, shown):
-    rows = [r for r in read_results(table) if all(r[k] == v for k, v in selection.items())]
-    seeds = shown if isinstance(shown, int) else 1
-    assert len(rows) == seeds, f"{table}: {len(rows)} rows match {selection}, the claim is over {seeds}"
-    values = [float(r[column]) for r in rows]
-    expected = text.format(mean_std_shown(values) if seeds > 1 else shown.format(values[0]))
-    assert expected in (ROOT / "README.md").read_text(), f"README does not say {expected!r} ({table} {column})"
+@pytest.mark.parametrize("claim", README_NUMBERS, ids=[r[0][:40] for r in README_NUMBERS])
+def test_readme_numbers_are_their_csvs(claim: tuple):
+    expected = claimed(*claim)
+    assert expected in (ROOT / "README.md").read_text(), f"README does not say {expected!r} ({claim[1]} {claim[3]})"
 
 
 def test_readme_presence_linear_head_cell_is_the_mean_and_std_of_three_seeds():

@@ -1,5 +1,6 @@
-"""The measured results under docs/results/ read and shown as the docs show them, and a docs table
-line split into cells, for the tests that keep README and docs/ true to them."""
+"""The measured results under docs/results/ read and shown as the docs show them, a claim's text with
+its number filled in from them, and a docs table line split into cells, for the tests that keep
+README and docs/ true to them."""
 from __future__ import annotations
 
 import csv
@@ -19,6 +20,21 @@ def read_results(name: str) -> list[dict[str, str]]:
 def mean_std_shown(values: list[float]) -> str:
     """``mean ± std`` (sample std) as the docs show it, one decimal each."""
     return f"{statistics.mean(values):.1f} ± {statistics.stdev(values):.1f}"
+
+
+# a claim's ``shown``: the runs' mean ± sample std, one decimal each (else a format of their mean)
+MEAN_STD = "mean ± std"
+
+
+def claimed(text: str, table: str, selection: dict, column: str, shown: str, runs: int = 1) -> str:
+    """``text`` with its ``{}`` filled in from ``docs/results/<table>``: the ``runs`` rows matching
+    ``selection`` (column -> value, or a tuple of accepted values), their ``column`` shown as ``shown``
+    (a format of their mean, e.g. ``"{:.1f}"``, or :data:`MEAN_STD`)."""
+    rows = [r for r in read_results(table)
+            if all(r[k] in (v if isinstance(v, tuple) else (v,)) for k, v in selection.items())]
+    assert len(rows) == runs, f"{table}: {len(rows)} rows match {selection}, the claim is over {runs}"
+    values = [float(r[column]) for r in rows]
+    return text.format(mean_std_shown(values) if shown == MEAN_STD else shown.format(statistics.mean(values)))
 
 
 def table_cells(line: str) -> list[str]:
