@@ -203,6 +203,8 @@ SUMMARY_NUMBERS = [
           "vitdet8_windows", 3, "score_near"),
     _mean("the cue near it and lost it far from it (91.4 / {} mIoU, 3 seeds)", "presence_whole_uper_pool236",
           "vitdet8_windows", 3, "score_far"),
+    ("its term carrying nothing ({}, 1 seed)", _runs_csv("presence_whole_uper_pool236"),
+     {"recipe": "hydra+mean+dwc7@converted"}, "score", "{:.1f}", 1),
     _mean_std("windows alone under UPerNet reached {} over 3 seeds", "relation_whole_uper", "vitdet8_windows", 3),
     _mean_std("trained the same way ({}, 3 seeds), whose backbone carries", "relation_whole_uper", "msa", 3),
     _mean_std("trained without that bin, {} (3 seeds)", "relation_whole_uper_pool236", "vitdet8_windows", 3),
