@@ -14,7 +14,8 @@ from typing import Optional
 
 import pytest
 
-from tests.helpers.results_csv import MEAN_STD, RESULTS, claimed, mean_std_shown, read_results, table_cells
+from tests.helpers.results_csv import (RESULTS, claimed, mean_gap, mean_std_shown, read_results, recipe_claim,
+                                       table_cells)
 from tests.helpers.tiny_runs import ROOT
 
 DOC = ROOT / "docs" / "context.md"
@@ -185,12 +186,12 @@ def _runs_csv(track: str) -> str:
     return f"context_{track}_cpu_runs.csv"
 
 
-def _mean_std(text: str, track: str, recipe: str, seeds: int, column: str = "score") -> tuple:
-    return text, _runs_csv(track), {"recipe": recipe}, column, MEAN_STD, seeds
+def _mean_std(text: str, track: str, recipe: str, seeds: int) -> tuple:
+    return recipe_claim(text, _runs_csv(track), recipe, seeds)
 
 
 def _mean(text: str, track: str, recipe: str, seeds: int, column: str) -> tuple:
-    return text, _runs_csv(track), {"recipe": recipe}, column, "{:.1f}", seeds
+    return recipe_claim(text, _runs_csv(track), recipe, seeds, column, shown="{:.1f}")
 
 
 # the numbers of the doc's opening summary (the tables below it are checked above), each read off its
@@ -203,8 +204,8 @@ SUMMARY_NUMBERS = [
           "vitdet8_windows", 3, "score_near"),
     _mean("the cue near it and lost it far from it (91.4 / {} mIoU, 3 seeds)", "presence_whole_uper_pool236",
           "vitdet8_windows", 3, "score_far"),
-    ("its term carrying nothing ({}, 1 seed)", _runs_csv("presence_whole_uper_pool236"),
-     {"recipe": "hydra+mean+dwc7@converted"}, "score", "{:.1f}", 1),
+    _mean("its term carrying nothing ({}, 1 seed)", "presence_whole_uper_pool236", "hydra+mean+dwc7@converted", 1,
+          "score"),
     _mean_std("windows alone under UPerNet reached {} over 3 seeds", "relation_whole_uper", "vitdet8_windows", 3),
     _mean_std("trained the same way ({}, 3 seeds), whose backbone carries", "relation_whole_uper", "msa", 3),
     _mean_std("trained without that bin, {} (3 seeds)", "relation_whole_uper_pool236", "vitdet8_windows", 3),
@@ -224,10 +225,10 @@ def test_the_opening_summary_numbers_are_their_csvs(claim: tuple):
     assert expected in _opening(), f"{DOC}'s opening does not say {expected!r} ({claim[1]} {claim[3]})"
 
 
-@pytest.mark.parametrize("track, below", [("presence_whole_uper", "0.8 below MSA"), ("relation_whole_uper", "3.3 below")])
+@pytest.mark.parametrize("track, below", [("presence_whole_uper", "0.8 below MSA"),
+                                          ("relation_whole_uper", "3.3 below")])
 def test_the_opening_summary_gaps_to_msa_are_their_csvs(track: str, below: str):
     """Windows alone's gap to MSA, both trained whole under UPerNet: the means' difference."""
-    means = {recipe: statistics.mean(float(r["score"]) for r in read_results(_runs_csv(track)) if r["recipe"] == recipe)
-             for recipe in ("msa", "vitdet8_windows")}
-    gap = f"{means['msa'] - means['vitdet8_windows']:.1f} below"
-    assert below.startswith(gap) and below in _opening(), f"{DOC}'s opening says {below!r}, {_runs_csv(track)} gives {gap}"
+    gap = f"{mean_gap(_runs_csv(track), 'msa', 'vitdet8_windows'):.1f} below"
+    assert below.startswith(gap) and below in _opening(), (
+        f"{DOC}'s opening says {below!r}, {_runs_csv(track)} gives {gap}")

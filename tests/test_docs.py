@@ -1,12 +1,11 @@
 """The README and docs/ name only files that exist, and every shipped YAML builds."""
 import glob
 import re
-import statistics
 from typing import Optional
 
 import pytest
 
-from tests.helpers.results_csv import MEAN_STD, claimed, mean_std_shown, read_results
+from tests.helpers.results_csv import claimed, mean_gap, mean_std_shown, read_results, recipe_claim
 from tests.helpers.tiny_runs import ROOT
 
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
@@ -108,11 +107,6 @@ def _score(text: str, table: str, recipe: str, seed: Optional[int] = None, colum
     return text, table, selection, column, "{:.1f}", 1
 
 
-def _mean_std(text: str, table: str, recipe: str, seeds: int, column: str = "score") -> tuple:
-    """A README claim of ``mean ± std`` over a recipe's ``seeds`` rows of a per-run results CSV."""
-    return text, table, {"recipe": recipe}, column, MEAN_STD, seeds
-
-
 def _speed(text: str, table: str, attention: str, mode: str) -> tuple:
     """A README speed claim read off a benchmark CSV's speedup_vs_msa column."""
     return text, table, {"attention": attention, "mode": mode}, "speedup_vs_msa", "{:.2f}"
@@ -143,22 +137,22 @@ README_NUMBERS = [
     ("(local branch alone: {}x)", "seg_large_table.csv", {"plan": "local+dwc7@converted"}, "speedup_big", "{:.2f}"),
     ("| 92.1 ± 1.9 | {}x @32x224²", "video_demo_table.csv", {"plan": "hydra@converted"}, "speedup_big", "{:.2f}"),
     # which backbone for which task: a row's accuracy cell and its speed cell
-    _mean_std("| {} vs 48.0 ± 2.5 (large-token track, 3 seeds)", "seg_large_runs.csv", "local+dwc7@converted", 3),
-    _mean_std("47.7 ± 0.5 vs {} (large-token track, 3 seeds)", "seg_large_runs.csv", "msa", 3),
+    recipe_claim("| {} vs 48.0 ± 2.5 (large-token track, 3 seeds)", "seg_large_runs.csv", "local+dwc7@converted", 3),
+    recipe_claim("47.7 ± 0.5 vs {} (large-token track, 3 seeds)", "seg_large_runs.csv", "msa", 3),
     ("| {}x (CPU); H200: 1.52x", "seg_large_table.csv", {"plan": "local+dwc7@converted"}, "speedup_big", "{:.2f}"),
     *_speed_pair("2.20x (CPU); H200: {}x / {}x |", "context_speed_h200.csv", "local+dwc7"),
     *_speed_pair("| {}x / {}x (CPU); H200: 1.05x", "context_speed_cpu.csv", "vitdet8_msa"),
     *_speed_pair("1.88x (CPU); H200: {}x / {}x |", "context_speed_h200.csv", "vitdet8_msa"),
-    _mean_std("| {} vs 93.4 ± 0.1 (3 seeds each)", PRESENCE_WHOLE_UPER, "vitdet8_windows", 3),
-    _mean_std("92.6 ± 0.1 vs {} (3 seeds each)", PRESENCE_WHOLE_UPER, "msa", 3),
-    _mean_std("trained without the head's 1x1 bin {} (3 seeds)", PRESENCE_WHOLE_UPER_POOL236, "vitdet8_windows", 3),
+    recipe_claim("| {} vs 93.4 ± 0.1 (3 seeds each)", PRESENCE_WHOLE_UPER, "vitdet8_windows", 3),
+    recipe_claim("92.6 ± 0.1 vs {} (3 seeds each)", PRESENCE_WHOLE_UPER, "msa", 3),
+    recipe_claim("trained without the head's 1x1 bin {} (3 seeds)", PRESENCE_WHOLE_UPER_POOL236, "vitdet8_windows", 3),
     *_speed_pair("| {}x / {}x (CPU); H200: 1.07x", "context_speed_cpu.csv", "vitdet8_windows"),
     *_speed_pair("3.19x (CPU); H200: {}x / {}x |", "context_speed_h200.csv", "vitdet8_windows"),
     _score("linear head: ViTDet-MSA {} vs MSA 62.3 (seed 0)", RELATION, "vitdet8_msa"),
     _score("linear head: ViTDet-MSA 62.9 vs MSA {} (seed 0)", RELATION, "msa", seed=0),
-    _mean_std("| {} vs 91.8 ± 0.1 (3 seeds each)", RELATION_WHOLE_UPER, "vitdet8_windows", 3),
-    _mean_std("88.5 ± 0.7 vs {} (3 seeds each)", RELATION_WHOLE_UPER, "msa", 3),
-    _mean_std("trained without the bin {} (3 seeds)", RELATION_WHOLE_UPER_POOL236, "vitdet8_windows", 3),
+    recipe_claim("| {} vs 91.8 ± 0.1 (3 seeds each)", RELATION_WHOLE_UPER, "vitdet8_windows", 3),
+    recipe_claim("88.5 ± 0.7 vs {} (3 seeds each)", RELATION_WHOLE_UPER, "msa", 3),
+    recipe_claim("trained without the bin {} (3 seeds)", RELATION_WHOLE_UPER_POOL236, "vitdet8_windows", 3),
 ]
 
 
@@ -193,8 +187,7 @@ def test_readme_headline_gaps_to_msa_for_windows_alone_are_their_csvs():
     """The headline's "(X and Y mIoU below MSA on the two tracks)": on each track MSA's mean against
     windows alone's, both trained whole under UPerNet (the table's cells pin their seed counts); the
     windows-only backbone YAML's comment says the same with its seed counts."""
-    gaps = [statistics.mean(_recipe_scores(table, "msa")) - statistics.mean(_recipe_scores(table, "vitdet8_windows"))
-            for table in (PRESENCE_WHOLE_UPER, RELATION_WHOLE_UPER)]
+    gaps = [mean_gap(table, "msa", "vitdet8_windows") for table in (PRESENCE_WHOLE_UPER, RELATION_WHOLE_UPER)]
     claim = (f"ViTDet's windows alone, its head's global pool carrying the scene ({gaps[0]:.1f} and {gaps[1]:.1f} "
              f"mIoU below MSA on the two tracks)")
     assert claim in " ".join((ROOT / "README.md").read_text().split()), claim

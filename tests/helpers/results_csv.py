@@ -37,6 +37,19 @@ def claimed(text: str, table: str, selection: dict, column: str, shown: str, run
     return text.format(mean_std_shown(values) if shown == MEAN_STD else shown.format(statistics.mean(values)))
 
 
+def recipe_claim(text: str, table: str, recipe: str, runs: int, column: str = "score",
+                 shown: str = MEAN_STD) -> tuple:
+    """A claim (:func:`claimed`'s arguments) about every run of one recipe in ``table``."""
+    return text, table, {"recipe": recipe}, column, shown, runs
+
+
+def mean_gap(table: str, above: str, below: str, column: str = "score") -> float:
+    """Recipe ``above``'s mean ``column`` over its runs in ``table`` minus recipe ``below``'s."""
+    runs = read_results(table)
+    return (statistics.mean(float(r[column]) for r in runs if r["recipe"] == above)
+            - statistics.mean(float(r[column]) for r in runs if r["recipe"] == below))
+
+
 def table_cells(line: str) -> list[str]:
     """The cells of one Markdown table line, stripped."""
     return [c.strip() for c in line.strip().strip("|").split("|")]
