@@ -146,6 +146,8 @@ README_NUMBERS = [
     recipe_claim("| {} vs 93.4 ± 0.1 (3 seeds each)", PRESENCE_WHOLE_UPER, "vitdet8_windows", 3),
     recipe_claim("92.6 ± 0.1 vs {} (3 seeds each)", PRESENCE_WHOLE_UPER, "msa", 3),
     recipe_claim("trained without the head's 1x1 bin {} (3 seeds)", PRESENCE_WHOLE_UPER_POOL236, "vitdet8_windows", 3),
+    _score("ViTDet with 4 converted Hydra global blocks {} (1 seed)", PRESENCE_WHOLE_UPER_POOL236,
+           "vitdet8_hydra+mean@converted"),
     *_speed_pair("| {}x / {}x (CPU); H200: 1.07x", "context_speed_cpu.csv", "vitdet8_windows"),
     *_speed_pair("3.19x (CPU); H200: {}x / {}x |", "context_speed_h200.csv", "vitdet8_windows"),
     _score("linear head: ViTDet-MSA {} vs MSA 62.3 (seed 0)", RELATION, "vitdet8_msa"),
