@@ -20,7 +20,7 @@ from typing import Callable, Optional, Union
 
 import pytest
 
-from tests.helpers.results_csv import read_results, table_cells
+from tests.helpers.results_csv import read_results, selected_runs, table_cells
 from tests.helpers.tiny_runs import ROOT
 
 DOC = ROOT / "docs" / "comparison.md"
@@ -243,8 +243,7 @@ def _runs(table: AccuracyTable, selection: Selection, row: list[str], shown: str
     """The runs a cell shows, in seed order: the seed its note names (``seed N``); each seed it lists
     (``a / b / –``); else every run of the selection, as many as the row or header says (3 unless
     ``N seeds``)."""
-    runs = [r for r in read_results(table.csv_name)
-            if all(r.get(k, "") in (v if isinstance(v, tuple) else (v,)) for k, v in selection.items())]
+    runs = selected_runs(table.csv_name, selection)
     seed = re.match(r"seed (\d+)", note or "")
     if seed:
         runs = [r for r in runs if r["seed"] == seed.group(1)]

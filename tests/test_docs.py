@@ -5,7 +5,7 @@ from typing import Optional
 
 import pytest
 
-from tests.helpers.results_csv import claimed, mean_gap, mean_std_shown, read_results, recipe_claim
+from tests.helpers.results_csv import claimed, mean_gap, mean_std_shown, read_results, recipe_claim, selected_runs
 from tests.helpers.tiny_runs import ROOT
 
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
@@ -86,10 +86,8 @@ def test_headline_accuracy_is_the_mean_of_its_runs(first_cell, runs_csv, column,
     assert len(rows) == 1, f"README has {len(rows)} accuracy rows starting {first_cell!r}"
     stated = re.search(r"(\d+) seeds \|", rows[0])
     seeds = int(stated.group(1)) if stated else 3
-    runs = read_results(runs_csv)
     for selection in selections:
-        scores = [float(r[column]) for r in runs
-                  if all(r[k] in (v if isinstance(v, tuple) else (v,)) for k, v in selection.items())]
+        scores = [float(r[column]) for r in selected_runs(runs_csv, selection)]
         assert len(scores) == seeds, f"{runs_csv} has {len(scores)} runs of {selection}, the README row says {seeds}"
         shown = mean_std_shown(scores)
         assert shown in rows[0], f"README's {first_cell!r} row does not show {shown} ({selection} in {runs_csv})"

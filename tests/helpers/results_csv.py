@@ -22,6 +22,13 @@ def mean_std_shown(values: list[float]) -> str:
     return f"{statistics.mean(values):.1f} ± {statistics.stdev(values):.1f}"
 
 
+def selected_runs(table: str, selection: dict) -> list[dict[str, str]]:
+    """The rows of ``docs/results/<table>`` matching ``selection``: column -> its value, or a tuple of
+    the values a row may have (a column the CSV lacks reads as empty)."""
+    return [r for r in read_results(table)
+            if all(r.get(k, "") in (v if isinstance(v, tuple) else (v,)) for k, v in selection.items())]
+
+
 # a claim's ``shown``: the runs' mean ± sample std, one decimal each (else a format of their mean)
 MEAN_STD = "mean ± std"
 
@@ -30,8 +37,7 @@ def claimed(text: str, table: str, selection: dict, column: str, shown: str, run
     """``text`` with its ``{}`` filled in from ``docs/results/<table>``: the ``runs`` rows matching
     ``selection`` (column -> value, or a tuple of accepted values), their ``column`` shown as ``shown``
     (a format of their mean, e.g. ``"{:.1f}"``, or :data:`MEAN_STD`)."""
-    rows = [r for r in read_results(table)
-            if all(r[k] in (v if isinstance(v, tuple) else (v,)) for k, v in selection.items())]
+    rows = selected_runs(table, selection)
     assert len(rows) == runs, f"{table}: {len(rows)} rows match {selection}, the claim is over {runs}"
     values = [float(r[column]) for r in rows]
     return text.format(mean_std_shown(values) if shown == MEAN_STD else shown.format(statistics.mean(values)))
