@@ -63,8 +63,13 @@ def _baseline(rows: list[dict]) -> Optional[dict]:
     return next((r for r in rows if r["plan"] == "msa"), None)
 
 
+def _points(tolerance: float) -> str:
+    """A user's tolerance as they gave it: one decimal, more where they asked for finer (0.25 stays 0.25)."""
+    return f"{tolerance:.1f}" if tolerance == round(tolerance, 1) else f"{tolerance:g}"
+
+
 def _nothing(tolerance: float) -> str:
-    return f"nothing that counts (under {tolerance:.1f} points or twice its seed spread)"
+    return f"nothing that counts (under {_points(tolerance)} points or twice its seed spread)"
 
 
 def _closest_to_msa(rows: list[dict], msa: dict, sizes: tuple[str, str], tolerance: float) -> str:
@@ -90,7 +95,7 @@ def _closest_to_msa(rows: list[dict], msa: dict, sizes: tuple[str, str], toleran
         level = ", ".join(f"`{r['plan']}`" for _, r, _ in within)
         return f"No plan faster than MSA keeps its accuracy (level with it but no faster: {level})."
     spread = _spread(row, msa)
-    level = (f"within {tolerance:.1f} points of MSA" if reach == tolerance else
+    level = (f"within {_points(tolerance)} points of MSA" if reach == tolerance else
              f"level with MSA within the seed spread (std up to {spread:.1f}: a gap under {reach:.1f} is luck here)")
     seeds = "" if reach > tolerance else f" ({_spread_words(spread, _seeds(row))})"
     return (f"Fastest plan {level}: `{row['plan']}`, {row['score']:.1f} against MSA's {msa['score']:.1f}{seeds}, "

@@ -93,5 +93,9 @@ def test_the_users_tolerance_sets_how_much_accuracy_a_faster_plan_may_give_up_an
         "up to 0.3), 2.14x MSA's speed at 1024x1024.",
         "The backbone's global term, zeroed at evaluation, costs nothing that counts (under 3.0 points or twice its "
         "seed spread) in any plan."]
+    close = [_row("msa", [50.0] * 3, 0.1, 1.0),
+             _row("vitdet8_msa", [49.8] * 3, 0.1, 1.66, attention="window x8, msa@[2, 5, 8, 11]")]
+    assert read_table(close, "", "1024x1024", tolerance=0.25)[0].startswith(
+        "Fastest plan within 0.25 points of MSA: `vitdet8_msa`")
     with pytest.raises(ValueError, match="reading tolerance: expected points >= 0, got -1.0"):
         read_table(rows, tolerance=-1.0)
