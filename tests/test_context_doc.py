@@ -208,6 +208,7 @@ SUMMARY_NUMBERS = [
               "vitdet8_hydra+mean@converted", 3),
     _mean_std("across the whole scene (92.8 ± 0.6 mIoU, zeroed {}; 3 seeds of 3)", "presence_whole_uper_pool236",
               "vitdet8_hydra+mean@converted", 3, "score_global_zeroed"),
+    _mean_std("level with ViTDet's MSA global blocks ({}, 3 seeds)", "presence_whole_uper_pool236", "vitdet8_msa", 3),
     _mean("its term carrying nothing ({}, 1 seed)", "presence_whole_uper_pool236", "hydra+mean+dwc7@converted", 1,
           "score"),
     _mean_std("windows alone under UPerNet reached {} over 3 seeds", "relation_whole_uper", "vitdet8_windows", 3),

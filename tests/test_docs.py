@@ -143,9 +143,12 @@ README_NUMBERS = [
     *_speed_pair("1.88x (CPU); H200: {}x / {}x |", "context_speed_h200.csv", "vitdet8_msa"),
     recipe_claim("| {} vs 93.4 ± 0.1 (3 seeds each)", PRESENCE_WHOLE_UPER, "vitdet8_windows", 3),
     recipe_claim("92.6 ± 0.1 vs {} (3 seeds each)", PRESENCE_WHOLE_UPER, "msa", 3),
-    recipe_claim("trained without the head's 1x1 bin {} (3 seeds)", PRESENCE_WHOLE_UPER_POOL236, "vitdet8_windows", 3),
-    recipe_claim("ViTDet with 4 converted Hydra global blocks {} (3 seeds)", PRESENCE_WHOLE_UPER_POOL236,
+    recipe_claim("| {} vs ViTDet-MSA 93.1 ± 0.1 (3 seeds each)", PRESENCE_WHOLE_UPER_POOL236,
                  "vitdet8_hydra+mean@converted", 3),
+    recipe_claim("92.8 ± 0.6 vs ViTDet-MSA {} (3 seeds each)", PRESENCE_WHOLE_UPER_POOL236, "vitdet8_msa", 3),
+    recipe_claim("; windows alone {} (3 seeds) |", PRESENCE_WHOLE_UPER_POOL236, "vitdet8_windows", 3),
+    *_speed_pair("| {}x / {}x (CPU); H200: 1.23x", "context_speed_cpu.csv", "vitdet8_hydra+mean"),
+    *_speed_pair("3.40x (CPU); H200: {}x / {}x |", "context_speed_h200.csv", "vitdet8_hydra+mean"),
     *_speed_pair("| {}x / {}x (CPU); H200: 1.07x", "context_speed_cpu.csv", "vitdet8_windows"),
     *_speed_pair("3.19x (CPU); H200: {}x / {}x |", "context_speed_h200.csv", "vitdet8_windows"),
     _score("linear head: ViTDet-MSA {} vs MSA 62.3 (seed 0)", RELATION, "vitdet8_msa"),
@@ -160,6 +163,15 @@ README_NUMBERS = [
 def test_readme_numbers_are_their_csvs(claim: tuple):
     expected = claimed(*claim)
     assert expected in (ROOT / "README.md").read_text(), f"README does not say {expected!r} ({claim[1]} {claim[3]})"
+
+
+def test_readme_headline_speed_of_vitdet_hydra_over_vitdet_msa_is_the_cpu_csvs_ratio():
+    """The headline's "at 1.8x its speed": ViTDet-Hydra's speedup over ViTDet-MSA's, both modes."""
+    speed = {(r["attention"], r["mode"]): float(r["speedup_vs_msa"]) for r in read_results("context_speed_cpu.csv")}
+    ratios = {f"{speed['vitdet8_hydra+mean', m] / speed['vitdet8_msa', m]:.1f}" for m in ("infer", "train")}
+    assert len(ratios) == 1, f"inference and training give {ratios}: the headline names one ratio"
+    text = " ".join((ROOT / "README.md").read_text().split())
+    assert f"at {ratios.pop()}x its speed at 1024² on the CPU" in text
 
 
 def test_readme_presence_linear_head_cell_is_the_mean_and_std_of_three_seeds():
