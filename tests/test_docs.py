@@ -110,12 +110,17 @@ def _speed(text: str, table: str, attention: str, mode: str) -> tuple:
     return text, table, {"attention": attention, "mode": mode}, "speedup_vs_msa", "{:.2f}"
 
 
+def _speedups(table: str) -> dict[tuple[str, str], float]:
+    """A benchmark CSV's speedup_vs_msa by (attention, mode)."""
+    return {(r["attention"], r["mode"]): float(r["speedup_vs_msa"]) for r in read_results(table)}
+
+
 def _speed_pair(text: str, table: str, attention: str) -> list[tuple]:
     """Both halves of an inference / training README speed claim (``text`` has a slot for each), each
     checked on its own with the other half filled in from the CSV."""
-    speed = {r["mode"]: float(r["speedup_vs_msa"]) for r in read_results(table) if r["attention"] == attention}
-    return [_speed(text.format("{}", f"{speed['train']:.2f}"), table, attention, "infer"),
-            _speed(text.format(f"{speed['infer']:.2f}", "{}"), table, attention, "train")]
+    speed = _speedups(table)
+    return [_speed(text.format("{}", f"{speed[attention, 'train']:.2f}"), table, attention, "infer"),
+            _speed(text.format(f"{speed[attention, 'infer']:.2f}", "{}"), table, attention, "train")]
 
 
 # README claims read off a results CSV: (the README text around the number, the CSV, the row's
@@ -167,7 +172,7 @@ def test_readme_numbers_are_their_csvs(claim: tuple):
 
 def test_readme_headline_speed_of_vitdet_hydra_over_vitdet_msa_is_the_cpu_csvs_ratio():
     """The headline's "at 1.8x its speed": ViTDet-Hydra's speedup over ViTDet-MSA's, both modes."""
-    speed = {(r["attention"], r["mode"]): float(r["speedup_vs_msa"]) for r in read_results("context_speed_cpu.csv")}
+    speed = _speedups("context_speed_cpu.csv")
     ratios = {f"{speed['vitdet8_hydra+mean', m] / speed['vitdet8_msa', m]:.1f}" for m in ("infer", "train")}
     assert len(ratios) == 1, f"inference and training give {ratios}: the headline names one ratio"
     text = " ".join((ROOT / "README.md").read_text().split())
