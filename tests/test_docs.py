@@ -161,8 +161,8 @@ README_NUMBERS = [
     recipe_claim("| {} vs 91.8 ± 0.1 (3 seeds each)", RELATION_WHOLE_UPER, "vitdet8_windows", 3),
     recipe_claim("88.5 ± 0.7 vs {} (3 seeds each)", RELATION_WHOLE_UPER, "msa", 3),
     recipe_claim("trained without the bin {} (3 seeds)", RELATION_WHOLE_UPER_POOL236, "vitdet8_windows", 3),
-    _score("(3 seeds), ViTDet-MSA {}, its global blocks converted", RELATION_WHOLE_UPER_POOL236, "vitdet8_msa"),
-    _score("converted to Hydra {} (1 seed each)", RELATION_WHOLE_UPER_POOL236, "vitdet8_hydra+mean@converted"),
+    _score("(3 seeds), ViTDet-MSA {} (1 seed), its global blocks", RELATION_WHOLE_UPER_POOL236, "vitdet8_msa"),
+    recipe_claim("converted to Hydra {} (2 seeds) |", RELATION_WHOLE_UPER_POOL236, "vitdet8_hydra+mean@converted", 2),
 ]
 
 
