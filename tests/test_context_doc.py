@@ -216,8 +216,8 @@ SUMMARY_NUMBERS = [
     _mean_std("trained without that bin, {} (3 seeds)", "relation_whole_uper_pool236", "vitdet8_windows", 3),
     _mean("There ViTDet's MSA global blocks reached {} (1 seed)", "relation_whole_uper_pool236", "vitdet8_msa", 1,
           "score"),
-    _mean_std("the same blocks converted to Hydra {} (2 seeds:", "relation_whole_uper_pool236",
-              "vitdet8_hydra+mean@converted", 2),
+    _mean_std("the same blocks converted to Hydra {} (3 seeds:", "relation_whole_uper_pool236",
+              "vitdet8_hydra+mean@converted", 3),
 ]
 
 

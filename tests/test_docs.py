@@ -162,7 +162,7 @@ README_NUMBERS = [
     recipe_claim("88.5 ± 0.7 vs {} (3 seeds each)", RELATION_WHOLE_UPER, "msa", 3),
     recipe_claim("trained without the bin {} (3 seeds)", RELATION_WHOLE_UPER_POOL236, "vitdet8_windows", 3),
     _score("(3 seeds), ViTDet-MSA {} (1 seed), its global blocks", RELATION_WHOLE_UPER_POOL236, "vitdet8_msa"),
-    recipe_claim("converted to Hydra {} (2 seeds) |", RELATION_WHOLE_UPER_POOL236, "vitdet8_hydra+mean@converted", 2),
+    recipe_claim("converted to Hydra {} (3 seeds) |", RELATION_WHOLE_UPER_POOL236, "vitdet8_hydra+mean@converted", 3),
 ]
 
 
